@@ -1,0 +1,146 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Conclave: end-to-end encrypted group calls through a Janus VideoRoom, and their recording.
+//
+// Layout (see README "Repository organization"):
+// - one `.systemLibrary` target per C library, plus one C shim target for macros and variadics;
+// - pure-Swift, I/O-free protocol modules (Janus messages, SDP, RTP/RTCP, E2EE);
+// - thin wrapper modules that each own one C library;
+// - one orchestration module and the `conclave` executable.
+
+/// A system library found with pkg-config and installed from Debian's packages.
+func system(_ name: String, _ pkgConfig: String, _ apt: String) -> Target {
+    .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt([apt])])
+}
+
+let package = Package(
+    name: "Conclave",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "conclave", targets: ["conclave"]),
+        .executable(name: "conclave-testbed", targets: ["conclave-testbed"]),
+        .library(name: "Conclave", targets: ["Conclave"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
+    ],
+    targets: [
+        // MARK: C libraries
+        system("CWebSockets", "libwebsockets", "libwebsockets-dev"),
+        system("CNice", "nice", "libnice-dev"),
+        system("COpenSSL", "openssl", "libssl-dev"),
+        system("CSRTP", "libsrtp2", "libsrtp2-dev"),
+        system("COpus", "opus", "libopus-dev"),
+        system("CVPX", "vpx", "libvpx-dev"),
+        system("COpenH264", "openh264", "libopenh264-dev"),
+        system("CFFmpeg", "libavformat", "libavformat-dev"),
+        .target(
+            name: "CConclaveShims",
+            dependencies: ["CWebSockets", "CNice", "COpenSSL", "CSRTP", "COpus", "CVPX", "COpenH264", "CFFmpeg"],
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+
+        // MARK: Pure Swift, I/O-free
+        .target(name: "ConclaveCore"),
+        .target(name: "JanusProtocol"),
+        .target(name: "ConclaveSDP", dependencies: ["ConclaveCore"]),
+        .target(name: "ConclaveRTP", dependencies: ["ConclaveCore"]),
+        .target(
+            name: "ConclaveE2EE",
+            dependencies: [
+                "ConclaveCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: Wrappers, one C library each
+        .target(
+            name: "JanusClient",
+            dependencies: [
+                "JanusProtocol", "CWebSockets", "CConclaveShims",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "ConclaveICE",
+            dependencies: ["CNice", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "ConclaveDTLS",
+            dependencies: ["COpenSSL", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CConclaveShims"]),
+        .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "CConclaveShims"]),
+        .target(name: "ConclaveVPX", dependencies: ["ConclaveCore", "CVPX", "CConclaveShims"]),
+        .target(name: "ConclaveOpenH264", dependencies: ["ConclaveCore", "COpenH264", "CConclaveShims"]),
+        .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CConclaveShims"]),
+        .target(
+            name: "ConclaveKeyStore",
+            dependencies: ["ConclaveE2EE", .product(name: "Logging", package: "swift-log")]
+        ),
+
+        // MARK: Composition
+        .target(
+            name: "ConclaveMedia",
+            dependencies: ["ConclaveCore", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV"]
+        ),
+        .target(
+            name: "Conclave",
+            dependencies: [
+                "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
+                "ConclaveKeyStore", "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveMedia",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "JanusTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .executableTarget(
+            name: "conclave",
+            dependencies: [
+                "Conclave",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "conclave-testbed",
+            dependencies: [
+                "JanusTestBed",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // MARK: Benchmarks (bench/<name>/main.swift, run through bench/<name>/run)
+        .executableTarget(name: "bench-e2ee", dependencies: ["ConclaveE2EE"], path: "bench/e2ee/Sources"),
+        .executableTarget(name: "bench-codecs", dependencies: ["ConclaveMedia"], path: "bench/codecs/Sources"),
+        .executableTarget(
+            name: "bench-janus-signaling",
+            dependencies: ["JanusClient", "JanusTestBed"],
+            path: "bench/janus-signaling/Sources"
+        ),
+
+        // MARK: Tests, mirroring the targets
+        .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
+        .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
+        .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol"]),
+        .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP"]),
+        .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP"]),
+        .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
+        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE"]),
+        .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP"]),
+        .testTarget(name: "ConclaveMediaTests", dependencies: ["ConclaveMedia", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport"]),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.swiftLanguageMode(.v6))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,8 @@
+// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+#include <libavformat/avformat.h>
+#include <libavcodec/avcodec.h>
+#include <libavutil/avutil.h>
+#include <libavutil/opt.h>
+#include <libavutil/mathematics.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/channel_layout.h>

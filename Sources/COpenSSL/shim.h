@@ -1,0 +1,8 @@
+// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/rand.h>
+#include <openssl/ec.h>

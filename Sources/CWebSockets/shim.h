@@ -1,0 +1,2 @@
+// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+#include <libwebsockets.h>
