@@ -101,7 +101,8 @@ let package = Package(
         .executableTarget(
             name: "conclave",
             dependencies: [
-                "Conclave",
+                "Conclave", "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveE2EE", "ConclaveKeyStore",
+                "ConclaveMedia",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
