@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import JanusTestBed
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Starts a local Janus in a network namespace of its own, for the demo and for trying Conclave out.
+@main
+struct TestBedCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conclave-testbed",
+        abstract: "Run a local Janus test bed in a network namespace (needs root).",
+        discussion: """
+            Janus never offers loopback ICE candidates, so the test bed runs it behind a veth pair in a \
+            namespace of its own (198.18.0.0/15). Conclave then joins with --janus set to the printed \
+            URL and --ice-address set to this side's address.
+            """,
+        subcommands: [Run.self, Up.self, Down.self]
+    )
+}
+
+struct TestBedOptions: ParsableArguments {
+    @Option(help: "Folder with the Janus config templates (default: config/janus of this checkout).")
+    var config: String?
+
+    @Option(help: "Janus api_secret to require, if any.")
+    var apiSecret: String?
+
+    @Option(help: "Janus session_timeout in seconds.")
+    var sessionTimeout = 60
+
+    func start() throws -> JanusTestBed {
+        var configuration = JanusTestBed.Configuration(sessionTimeout: sessionTimeout, apiSecret: apiSecret)
+        if let config { configuration.templateDirectory = URL(fileURLWithPath: config) }
+        return try JanusTestBed(configuration: configuration)
+    }
+}
+
+extension TestBedCommand {
+    /// Brings the test bed up, runs one command with its addresses in the environment, tears it down.
+    struct Run: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start Janus, run a command, stop Janus.",
+            discussion: """
+                The command sees CONCLAVE_JANUS_URL (the WebSocket URL), CONCLAVE_ICE_ADDRESS (the \
+                address to gather ICE candidates on) and CONCLAVE_TESTBED_NAMESPACE.
+                """
+        )
+
+        @OptionGroup var options: TestBedOptions
+
+        @Argument(parsing: .captureForPassthrough, help: "The command to run, after --.")
+        var command: [String]
+
+        func run() throws {
+            let arguments = command.first == "--" ? Array(command.dropFirst()) : command
+            guard let executable = arguments.first else { throw ValidationError("no command given after --") }
+            let bed = try options.start()
+            defer { bed.stop() }
+            FileHandle.standardError.write(Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8))
+
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [executable] + arguments.dropFirst()
+            process.environment = ProcessInfo.processInfo.environment.merging([
+                "CONCLAVE_JANUS_URL": bed.webSocketURL,
+                "CONCLAVE_ICE_ADDRESS": bed.hostAddress,
+                "CONCLAVE_TESTBED_NAMESPACE": bed.namespace,
+            ]) { $1 }
+            signal(SIGINT, SIG_IGN)  // the child handles Ctrl-C; we tear down after it exits
+            try process.run()
+            process.waitUntilExit()
+            if process.terminationStatus != 0 { throw ExitCode(process.terminationStatus) }
+        }
+    }
+
+    /// Brings the test bed up and leaves it running.
+    struct Up: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start Janus and leave it running; prints shell variables to eval."
+        )
+
+        @OptionGroup var options: TestBedOptions
+
+        func run() throws {
+            let bed = try options.start()
+            bed.detach()
+            print("CONCLAVE_JANUS_URL=\(bed.webSocketURL)")
+            print("CONCLAVE_ICE_ADDRESS=\(bed.hostAddress)")
+            print("CONCLAVE_TESTBED_NAMESPACE=\(bed.namespace)")
+            print("CONCLAVE_TESTBED_PID=\(bed.pid ?? 0)")
+            print("CONCLAVE_TESTBED_LOG=\(bed.logFile.path)")
+        }
+    }
+
+    /// Stops a test bed started with `up`.
+    struct Down: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop a test bed started with `up`.")
+
+        @Option(help: "The namespace printed by `up` (CONCLAVE_TESTBED_NAMESPACE).")
+        var namespace: String
+
+        @Option(help: "Janus's pid printed by `up` (CONCLAVE_TESTBED_PID).")
+        var pid: Int32?
+
+        func run() throws {
+            JanusTestBed.stop(namespace: namespace, pid: pid)
+        }
+    }
+}
