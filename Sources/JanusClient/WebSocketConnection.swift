@@ -1,0 +1,330 @@
+import CConclaveShims
+import CWebSockets
+import Foundation
+import Logging
+import Synchronization
+
+/// A WebSocket URL split into the parts libwebsockets wants.
+public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
+    /// `wss` (TLS) or `ws`.
+    public var isSecure: Bool
+    /// Host name or address.
+    public var host: String
+    /// TCP port (default 80 / 443).
+    public var port: Int
+    /// Request path, starting with `/`.
+    public var path: String
+
+    /// Parses `ws://host[:port][/path]` or `wss://...`. Throws for anything else.
+    public init(_ text: String) throws(JanusClientError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "ws" || scheme == "wss",
+            let host = url.host, !host.isEmpty
+        else {
+            throw JanusClientError(.invalidURL, "'\(text)' is not a ws:// or wss:// URL")
+        }
+        isSecure = scheme == "wss"
+        self.host = host
+        port = url.port ?? (isSecure ? 443 : 80)
+        let path = url.path.isEmpty ? "/" : url.path
+        self.path = url.query.map { "\(path)?\($0)" } ?? path
+    }
+
+    public var description: String { "\(isSecure ? "wss" : "ws")://\(host):\(port)\(path)" }
+}
+
+/// TLS settings for `wss://` connections.
+public struct TLSOptions: Sendable, Hashable {
+    /// A PEM file of certificate authorities to trust instead of the system's (a private CA).
+    public var caFile: String?
+
+    /// Creates options; by default the server certificate is verified against the system's CAs.
+    public init(caFile: String? = nil) { self.caFile = caFile }
+}
+
+/// One client WebSocket over libwebsockets, serviced by a thread of its own.
+///
+/// libwebsockets is single-threaded: every `lws_*` call happens on the service thread, except
+/// `lws_cancel_service`, which other threads use to wake it after queueing a command. Received
+/// messages and the connection's fate are delivered through ``events``.
+final class WebSocketConnection: @unchecked Sendable {
+    // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `closing`, `finished` and the C strings are only
+    // touched on the service thread once it runs; `mailbox` is a Mutex; `events` is Sendable. The
+    // context pointer is immutable and used off the service thread only for lws_cancel_service,
+    // under the mailbox lock while the context is alive.
+
+    enum Event: Sendable {
+        case open
+        case message(String)
+        /// The connection ended: `error` is nil for a close we asked for.
+        case closed(JanusClientError?)
+    }
+
+    private enum Command {
+        case send([UInt8])
+        case close
+        /// Close without a close handshake's intent: reported as a dropped connection.
+        case abort
+    }
+
+    /// Commands for the service thread, and whether the lws context still exists to be woken.
+    private struct Mailbox {
+        var commands: [Command] = []
+        var contextAlive = true
+    }
+
+    let url: WebSocketURL
+    let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let logger: Logger
+    private let mailbox = Mutex(Mailbox())
+
+    private var context: OpaquePointer?
+    private var wsi: OpaquePointer?
+    private let protocols: UnsafeMutablePointer<lws_protocols>
+    private var strings: [UnsafeMutablePointer<CChar>] = []
+    private var outbox: [[UInt8]] = []
+    private var inbox: [UInt8] = []
+    private var running = true
+    private var closing = false
+    private var aborting = false
+    private var finished = false
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Creates the lws context and starts connecting on a new service thread.
+    init(url: WebSocketURL, subprotocol: String, tls: TLSOptions, logger: Logger) throws(JanusClientError) {
+        self.url = url
+        self.logger = logger
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        WebSocketLogging.install()
+
+        protocols = .allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)  // a zeroed entry ends the list
+        protocols[0].callback = webSocketCallback
+        protocols[0].rx_buffer_size = 65_536
+        protocols[0].name = UnsafePointer(keep(subprotocol))
+        if let caFile = tls.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw JanusClientError(.tlsFailure, "cannot read the CA file \(caFile)")
+        }
+
+        var info = lws_context_creation_info()
+        info.port = CONTEXT_PORT_NO_LISTEN
+        info.protocols = UnsafePointer(protocols)
+        info.gid = -1
+        info.uid = -1
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.options = UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+        info.connect_timeout_secs = 10
+        if let caFile = tls.caFile { info.client_ssl_ca_filepath = UnsafePointer(keep(caFile)) }
+        guard let context = lws_create_context(&info) else {
+            throw JanusClientError(.unreachable, "cannot create a WebSocket context for \(url)")
+        }
+        self.context = context
+
+        var connect = lws_client_connect_info()
+        connect.context = context
+        connect.address = UnsafePointer(keep(url.host))
+        connect.host = connect.address
+        connect.origin = connect.address
+        connect.port = Int32(url.port)
+        connect.path = UnsafePointer(keep(url.path))
+        connect.protocol = UnsafePointer(keep(subprotocol))  // Janus refuses the upgrade without it
+        connect.local_protocol_name = protocols[0].name
+        connect.ssl_connection = url.isSecure ? Int32(LCCSCF_USE_SSL.rawValue) : 0
+        wsi = lws_client_connect_via_info(&connect)
+        if wsi == nil {
+            // lws reports most failures through LWS_CALLBACK_CLIENT_CONNECTION_ERROR, but a failure
+            // detected synchronously (name resolution, say) returns nil.
+            finish(JanusClientError(.unreachable, "cannot connect to \(url)"))
+            running = false
+        }
+
+        let thread = Thread { [self] in self.serviceLoop() }
+        thread.name = "conclave-ws"
+        thread.start()
+    }
+
+    deinit {
+        protocols.deinitialize(count: 2)
+        protocols.deallocate()
+        freeStrings()
+    }
+
+    /// Queues a text message; it is sent once the connection is open. Thread-safe.
+    func send(_ text: String) {
+        enqueue(.send(Array(text.utf8)))
+    }
+
+    /// Closes the connection and waits until the service thread has ended. Thread-safe, idempotent.
+    func close() {
+        enqueue(.close)
+        waitUntilStopped()
+    }
+
+    /// Drops the connection as a network failure would: the close is reported as an error.
+    func abort() {
+        enqueue(.abort)
+        waitUntilStopped()
+    }
+
+    private func waitUntilStopped() {
+        stopped.wait()
+        stopped.signal()  // let a second caller return too
+    }
+
+    private func enqueue(_ command: Command) {
+        mailbox.withLock { box in
+            guard box.contextAlive else { return }
+            box.commands.append(command)
+            if let context { lws_cancel_service(context) }
+        }
+    }
+
+    // MARK: Service thread
+
+    private func serviceLoop() {
+        while running {
+            if lws_service(context, 0) < 0 { break }
+        }
+        mailbox.withLock { $0.contextAlive = false }
+        lws_context_destroy(context)
+        finish(nil)
+        stopped.signal()
+    }
+
+    fileprivate func handle(
+        wsi: OpaquePointer?,
+        reason: lws_callback_reasons,
+        input: UnsafeMutableRawPointer?,
+        length: Int
+    ) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            drainCommands()
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            logger.debug("WebSocket open", metadata: ["url": "\(url)"])
+            continuation.yield(.open)
+            if !outbox.isEmpty, let wsi { lws_callback_on_writable(wsi) }
+        case LWS_CALLBACK_CLIENT_WRITEABLE:
+            if closing || aborting { return -1 }  // returning non-zero closes the connection
+            guard !outbox.isEmpty, let wsi else { return 0 }
+            let payload = outbox.removeFirst()
+            if !write(payload, to: wsi) { return -1 }
+            if !outbox.isEmpty { lws_callback_on_writable(wsi) }
+        case LWS_CALLBACK_CLIENT_RECEIVE:
+            if let input, length > 0 {
+                inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+            }
+            if let wsi, lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 {
+                continuation.yield(.message(String(decoding: inbox, as: UTF8.self)))
+                inbox.removeAll(keepingCapacity: true)
+            }
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            let text = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "unknown error"
+            self.wsi = nil
+            finish(Self.classify(connectionError: text, url: url))
+            running = false
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            logger.debug("WebSocket closed by the server", metadata: ["url": "\(url)"])
+        case LWS_CALLBACK_CLIENT_CLOSED:
+            self.wsi = nil
+            finish(closing ? nil : JanusClientError(.connectionClosed, "the connection to \(url) was closed"))
+            running = false
+        default:
+            break
+        }
+        return 0
+    }
+
+    private func drainCommands() {
+        let pending = mailbox.withLock { box in
+            defer { box.commands.removeAll() }
+            return box.commands
+        }
+        for command in pending {
+            switch command {
+            case .send(let bytes):
+                outbox.append(bytes)
+                if let wsi { lws_callback_on_writable(wsi) }
+            case .close, .abort:
+                if case .close = command { closing = true } else { aborting = true }
+                if let wsi {
+                    lws_callback_on_writable(wsi)  // the writeable callback returns -1 to close
+                } else {
+                    running = false
+                }
+            }
+        }
+    }
+
+    private func write(_ payload: [UInt8], to wsi: OpaquePointer) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: cshim_LWS_PRE + payload.count)
+        buffer.replaceSubrange(cshim_LWS_PRE..., with: payload)
+        let written = buffer.withUnsafeMutableBufferPointer { pointer in
+            lws_write(wsi, pointer.baseAddress! + cshim_LWS_PRE, payload.count, LWS_WRITE_TEXT)
+        }
+        if written < payload.count {
+            logger.warning("WebSocket write failed", metadata: ["url": "\(url)"])
+            return false
+        }
+        return true
+    }
+
+    /// Delivers the final event once.
+    private func finish(_ error: JanusClientError?) {
+        guard !finished else { return }
+        finished = true
+        continuation.yield(.closed(error))
+        continuation.finish()
+    }
+
+    private static func classify(connectionError text: String, url: WebSocketURL) -> JanusClientError {
+        let lower = text.lowercased()
+        if lower.contains("ssl") || lower.contains("tls") || lower.contains("cert") || lower.contains("verify") {
+            return JanusClientError(.tlsFailure, "TLS with \(url) failed: \(text)")
+        }
+        if lower.contains("upgrade") || lower.contains("protocol") || lower.contains("http") {
+            return JanusClientError(.handshakeRejected, "\(url) refused the WebSocket upgrade: \(text)")
+        }
+        return JanusClientError(.unreachable, "cannot connect to \(url): \(text)")
+    }
+
+    private func keep(_ string: String) -> UnsafeMutablePointer<CChar> {
+        let copy = strdup(string)!
+        strings.append(copy)
+        return copy
+    }
+
+    private func freeStrings() {
+        for string in strings { free(string) }
+        strings.removeAll()
+    }
+}
+
+/// The lws protocol callback: a file-scope function, since a C function pointer cannot capture.
+/// It finds the connection through the context's user pointer (`lws_context_creation_info.user`).
+private func webSocketCallback(
+    wsi: OpaquePointer?,
+    reason: lws_callback_reasons,
+    user: UnsafeMutableRawPointer?,
+    input: UnsafeMutableRawPointer?,
+    length: Int
+) -> Int32 {
+    guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
+    return Unmanaged<WebSocketConnection>.fromOpaque(owner).takeUnretainedValue()
+        .handle(wsi: wsi, reason: reason, input: input, length: length)
+}
+
+/// Routes libwebsockets' own log lines (errors and warnings only) to swift-log at debug level, so
+/// they never clutter a user's terminal but are there with `--log-level debug`.
+enum WebSocketLogging {
+    static let logger = Logger(label: "conclave.websocket.lws")
+    private static let installed: Void = {
+        lws_set_log_level(Int32(LLL_ERR | LLL_WARN)) { _, line in
+            guard let line else { return }
+            let text = String(cString: line).trimmingCharacters(in: .whitespacesAndNewlines)
+            WebSocketLogging.logger.debug("\(text)")
+        }
+    }()
+
+    static func install() { _ = installed }
+}

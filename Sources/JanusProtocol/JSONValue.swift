@@ -1,0 +1,153 @@
+import Foundation
+
+/// A JSON value as Janus sends and expects it.
+///
+/// Janus messages carry plugin-specific payloads whose shape depends on the request, so they are
+/// decoded into this tree first and then read into typed values. Integers are kept exactly
+/// (`Int64`), because Janus ids (sessions, handles, rooms, feeds) are 64-bit and must round-trip
+/// without passing through `Double`.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// The member `key` of an object, or nil.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    /// The string, if this is a string.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The integer, if this is an integer (or a double with an exact integer value).
+    public var intValue: Int64? {
+        switch self {
+        case .int(let value): value
+        case .double(let value) where value.rounded() == value && abs(value) < 9.0e15: Int64(value)
+        default: nil
+        }
+    }
+
+    /// The integer as an unsigned 64-bit id, if it is a non-negative integer.
+    public var uint64Value: UInt64? { intValue.flatMap { $0 >= 0 ? UInt64($0) : nil } }
+
+    /// The number as a double, if this is a number.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let value): Double(value)
+        case .double(let value): value
+        default: nil
+        }
+    }
+
+    /// The boolean, if this is a boolean.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements, if this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    /// The members, if this is an object.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+}
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
+
+extension JSONValue {
+    /// Parses JSON text. Throws ``JanusProtocolError/malformedJSON(_:)`` on anything that is not JSON.
+    public static func parse(_ text: some StringProtocol) throws(JanusProtocolError) -> JSONValue {
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        } catch {
+            throw .malformedJSON(String(text.prefix(200)))
+        }
+    }
+
+    /// Compact JSON text with sorted keys (stable output for tests and logs).
+    public func serialized() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a JSONValue cannot fail: every case maps to a JSON type, and doubles that are not
+        // finite are written as null below.
+        guard let data = try? encoder.encode(self.sanitized) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Replaces non-finite doubles (which JSON cannot carry) by null.
+    private var sanitized: JSONValue {
+        switch self {
+        case .double(let value) where !value.isFinite: .null
+        case .array(let values): .array(values.map(\.sanitized))
+        case .object(let members): .object(members.mapValues(\.sanitized))
+        default: self
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral,
+    ExpressibleByFloatLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { $1 }))
+    }
+    public init(nilLiteral: ()) { self = .null }
+    public init(floatLiteral value: Double) { self = .double(value) }
+}
+
+extension JSONValue {
+    /// A JSON integer from an unsigned id (Janus ids fit in 63 bits).
+    public static func id(_ value: UInt64) -> JSONValue { .int(Int64(bitPattern: value)) }
+}
