@@ -156,7 +156,13 @@ public actor JanusConnection {
     /// Throws ``JanusClientError``: `.janus` when Janus answers with an error (the core's, not a
     /// plugin's: plugin errors arrive inside the reply's plugin data), `.timeout`, `.connectionClosed`.
     public func send(_ request: JanusRequest, timeout: Duration? = nil) async throws -> JanusMessage {
+        // Requests made during a reconnect wait until the sessions are claimed again.
         try await waitWhileReconnecting(timeout: timeout ?? options.requestTimeout)
+        return try await transmit(request, timeout: timeout)
+    }
+
+    /// Sends at once, without waiting for a reconnect to finish (the reconnect's own claims).
+    private func transmit(_ request: JanusRequest, timeout: Duration?) async throws -> JanusMessage {
         guard let socket else {
             throw JanusClientError(.connectionClosed, "not connected to \(url)")
         }
@@ -171,6 +177,7 @@ public actor JanusConnection {
                 await self?.expire(transaction, verb: request.verb, after: limit)
             }
             pending[transaction] = PendingRequest(verb: request.verb, continuation: continuation, timeout: timer)
+            logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
             socket.send(text)
         }
     }
@@ -285,7 +292,7 @@ public actor JanusConnection {
     private func claimSessions() async {
         for id in sessionStreams.keys.sorted() {
             do {
-                _ = try await send(JanusRequest(.claim, session: id))
+                _ = try await transmit(JanusRequest(.claim, session: id), timeout: nil)
                 sessionStreams[id]?.yield(.reclaimed)
             } catch {
                 let failure = (error as? JanusClientError) ?? JanusClientError(.unexpectedReply, "\(error)")
@@ -305,6 +312,7 @@ public actor JanusConnection {
     // MARK: Routing
 
     private func route(_ text: String) {
+        logger.trace("received", metadata: ["message": "\(text)"])
         let message: JanusMessage
         do {
             message = try JanusMessage(text: text)
@@ -391,6 +399,18 @@ public actor JanusConnection {
                 continuation.resume()
             }
         }
+    }
+
+    /// The request text without the API secret or token, for trace logs.
+    private static func redacted(_ text: String) -> String {
+        var result = text
+        for key in ["\"apisecret\":\"", "\"token\":\""] {
+            guard let start = result.range(of: key), let end = result[start.upperBound...].firstIndex(of: "\"") else {
+                continue
+            }
+            result.replaceSubrange(start.upperBound..<end, with: "***")
+        }
+        return result
     }
 
     /// Janus echoes the transaction; 12 random bytes make collisions practically impossible.

@@ -275,7 +275,7 @@ public final class JanusTestBed: @unchecked Sendable {
 
     /// Stops a detached test bed by its namespace and Janus pid.
     public static func stop(namespace: String, pid: pid_t?) {
-        if let pid { kill(pid, SIGTERM) }
+        if let pid { kill(pid, SIGKILL) }
         deleteNamespace(namespace)
     }
 
@@ -285,7 +285,8 @@ public final class JanusTestBed: @unchecked Sendable {
             return !stopped
         }
         guard first else { return }
-        killJanus(signal: SIGTERM)
+        // Janus keeps nothing worth a graceful exit here, and SIGTERM makes it linger for seconds.
+        killJanus(signal: SIGKILL)
         Self.deleteNamespace(namespace)
         _ = try? Self.ip(["link", "del", hostInterface])  // normally gone with the namespace
         try? FileManager.default.removeItem(at: directory)
@@ -384,8 +385,8 @@ public final class JanusTestBed: @unchecked Sendable {
 }
 
 /// A test bed could not be set up or controlled; the message says what and why.
-public struct TestBedError: Error, CustomStringConvertible {
+public struct TestBedError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
     public var description: String
-    init(_ description: String) { self.description = description }
+    public init(_ description: String) { self.description = description }
 }

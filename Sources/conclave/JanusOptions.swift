@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import JanusClient
+
+/// How to reach Janus: the options every command that talks to Janus shares.
+struct JanusOptions: ParsableArguments {
+    @Option(
+        name: .customLong("janus"),
+        help: ArgumentHelp("Janus WebSocket URL (ws://host:8188 or wss://...).", valueName: "url")
+    )
+    var url: String?
+
+    @Option(name: .customLong("api-secret"), help: "Janus API secret (or $CONCLAVE_JANUS_API_SECRET).")
+    var apiSecret: String?
+
+    @Option(name: .customLong("token"), help: "Janus auth token (or $CONCLAVE_JANUS_TOKEN).")
+    var token: String?
+
+    @Option(name: .customLong("ca-file"), help: "PEM file of CAs to trust for wss:// (a private CA).")
+    var caFile: String?
+
+    @Option(name: .customLong("timeout"), help: "Seconds to wait for each Janus reply.")
+    var timeout: Double = 10
+
+    /// The URL from `--janus` or `$CONCLAVE_JANUS_URL`.
+    func resolvedURL() throws -> String {
+        if let url { return url }
+        if let url = ProcessInfo.processInfo.environment["CONCLAVE_JANUS_URL"] { return url }
+        throw ValidationError("no Janus URL: pass --janus ws://HOST:8188 (or set CONCLAVE_JANUS_URL)")
+    }
+
+    /// Connection options from the flags and environment.
+    func connectionOptions() -> JanusConnection.Options {
+        let environment = ProcessInfo.processInfo.environment
+        return JanusConnection.Options(
+            apiSecret: apiSecret ?? environment["CONCLAVE_JANUS_API_SECRET"],
+            token: token ?? environment["CONCLAVE_JANUS_TOKEN"],
+            tls: TLSOptions(caFile: caFile),
+            requestTimeout: .milliseconds(Int(timeout * 1000))
+        )
+    }
+}
