@@ -302,6 +302,14 @@ extension VideoRoom {
         public var id: UInt64
         public var privateID: UInt64?
         public var publishers: [Publisher]
+
+        /// Creates the value (Janus's reply is read with ``VideoRoom/events(from:)``).
+        public init(room: UInt64, id: UInt64, privateID: UInt64?, publishers: [Publisher]) {
+            self.room = room
+            self.id = id
+            self.privateID = privateID
+            self.publishers = publishers
+        }
     }
 
     /// Something that happened in the room, from a plugin reply or event.
