@@ -22,6 +22,7 @@ public struct ProcessResult: Sendable {
 /// An error starting or waiting for a child process.
 public struct SubprocessError: Error, CustomStringConvertible {
     public var description: String
+    public init(description: String) { self.description = description }
 }
 
 /// Runs a program to completion with a bounded run time, capturing its output.
@@ -91,7 +92,7 @@ public func runProcess(
 /// Finds a program on `PATH`.
 public func which(_ name: String) throws -> String {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
-    for directory in path.split(separator: ":") + ["/usr/sbin", "/sbin"] {
+    for directory in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin"] {
         let candidate = "\(directory)/\(name)"
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
