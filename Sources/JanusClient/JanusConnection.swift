@@ -103,8 +103,13 @@ public actor JanusConnection {
     private struct PendingRequest {
         var verb: JanusRequest.Verb
         var continuation: CheckedContinuation<JanusMessage, any Error>
-        var timeout: Task<Void, Never>?
+        var deadline: ContinuousClock.Instant
+        var limit: Duration
     }
+
+    /// Expires overdue requests; one task for all of them (a timer task per request would cost more
+    /// than the request itself at thousands of requests per second).
+    private var sweeper: Task<Void, Never>?
 
     private init(url: WebSocketURL, options: Options, logger: Logger) {
         self.url = url
@@ -170,13 +175,14 @@ public actor JanusConnection {
         let text = request.json(transaction: transaction, apiSecret: options.apiSecret, token: options.token)
             .serialized()
         let limit = timeout ?? options.requestTimeout
+        startSweeperIfNeeded()
         return try await withCheckedThrowingContinuation { continuation in
-            let timer = Task { [weak self] in
-                try? await Task.sleep(for: limit)
-                guard !Task.isCancelled else { return }
-                await self?.expire(transaction, verb: request.verb, after: limit)
-            }
-            pending[transaction] = PendingRequest(verb: request.verb, continuation: continuation, timeout: timer)
+            pending[transaction] = PendingRequest(
+                verb: request.verb,
+                continuation: continuation,
+                deadline: .now + limit,
+                limit: limit
+            )
             logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
             socket.send(text)
         }
@@ -354,12 +360,31 @@ public actor JanusConnection {
 
     private func complete(_ transaction: String, with result: Result<JanusMessage, JanusClientError>) {
         guard let request = pending.removeValue(forKey: transaction) else { return }
-        request.timeout?.cancel()
         request.continuation.resume(with: result)
     }
 
-    private func expire(_ transaction: String, verb: JanusRequest.Verb, after limit: Duration) {
-        complete(transaction, with: .failure(JanusClientError(.timeout, "Janus did not answer \(verb.rawValue) within \(limit)")))
+    private func startSweeperIfNeeded() {
+        guard sweeper == nil else { return }
+        sweeper = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+                guard let self, await self.expireOverdue() else { return }
+            }
+        }
+    }
+
+    /// Fails every request past its deadline; returns false once the connection is closed for good.
+    private func expireOverdue() -> Bool {
+        let now = ContinuousClock.now
+        for (transaction, request) in pending where request.deadline <= now {
+            let message = "Janus did not answer \(request.verb.rawValue) within \(request.limit)"
+            complete(transaction, with: .failure(JanusClientError(.timeout, message)))
+        }
+        if case .closed = state {
+            sweeper = nil
+            return false
+        }
+        return true
     }
 
     /// Keeps a few early events for a handle whose attach reply is still on its way.

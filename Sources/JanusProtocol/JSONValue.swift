@@ -111,24 +111,58 @@ extension JSONValue {
         }
     }
 
-    /// Compact JSON text with sorted keys (stable output for tests and logs).
+    /// Compact JSON text with sorted keys (stable output for tests and logs). Doubles that are not
+    /// finite, which JSON cannot carry, are written as null.
     public func serialized() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail: every case maps to a JSON type, and doubles that are not
-        // finite are written as null below.
-        guard let data = try? encoder.encode(self.sanitized) else { return "null" }
-        return String(decoding: data, as: UTF8.self)
+        var output = ""
+        output.reserveCapacity(256)
+        write(to: &output)
+        return output
     }
 
-    /// Replaces non-finite doubles (which JSON cannot carry) by null.
-    private var sanitized: JSONValue {
+    private func write(to output: inout String) {
         switch self {
-        case .double(let value) where !value.isFinite: .null
-        case .array(let values): .array(values.map(\.sanitized))
-        case .object(let members): .object(members.mapValues(\.sanitized))
-        default: self
+        case .null: output += "null"
+        case .bool(let value): output += value ? "true" : "false"
+        case .int(let value): output += String(value)
+        case .double(let value): output += value.isFinite ? "\(value)" : "null"
+        case .string(let value): Self.writeString(value, to: &output)
+        case .array(let values):
+            output += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { output += "," }
+                value.write(to: &output)
+            }
+            output += "]"
+        case .object(let members):
+            output += "{"
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { output += "," }
+                Self.writeString(key, to: &output)
+                output += ":"
+                members[key]!.write(to: &output)
+            }
+            output += "}"
         }
+    }
+
+    /// Writes a JSON string literal, escaping what RFC 8259 requires.
+    private static func writeString(_ value: String, to output: inout String) {
+        output += "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
     }
 }
 
