@@ -104,7 +104,10 @@ public final class JanusHandle: Sendable {
     public func message(_ body: JSONValue, jsep: JSEP? = nil, timeout: Duration? = nil) async throws
         -> JanusMessage
     {
-        try await session.connection.send(.message(session: session.id, handle: id, body: body, jsep: jsep), timeout: timeout)
+        try await session.connection.send(
+            .message(session: session.id, handle: id, body: body, jsep: jsep),
+            timeout: timeout
+        )
     }
 
     /// Trickles one local ICE candidate (or the end marker) to Janus.

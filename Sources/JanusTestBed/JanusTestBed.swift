@@ -236,7 +236,11 @@ public final class JanusTestBed: @unchecked Sendable {
 
     /// Kills Janus with `signal` (SIGKILL simulates a crash) and waits until it is gone.
     public func killJanus(signal: Int32 = SIGKILL) {
-        guard let pid = lock.withLock({ () -> pid_t? in defer { janusPID = nil }; return janusPID }) else { return }
+        guard
+            let pid = lock.withLock({ () -> pid_t? in
+                defer { janusPID = nil }; return janusPID
+            })
+        else { return }
         kill(pid, signal)
         var status: Int32 = 0
         let deadline = ContinuousClock.now + .seconds(5)

@@ -60,7 +60,9 @@ extension TestBedCommand {
             guard let executable = arguments.first else { throw ValidationError("no command given after --") }
             let bed = try options.start()
             defer { bed.stop() }
-            FileHandle.standardError.write(Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8))
+            FileHandle.standardError.write(
+                Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8)
+            )
 
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -49,7 +49,9 @@ public final class BackgroundProcess: @unchecked Sendable {
             line.append(byte)
         }
         let errors = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
-        throw SubprocessError(description: "no line from \(process.executableURL?.lastPathComponent ?? "child"): \(errors)")
+        throw SubprocessError(
+            description: "no line from \(process.executableURL?.lastPathComponent ?? "child"): \(errors)"
+        )
     }
 
     /// Kills the process (idempotent) and reaps it.

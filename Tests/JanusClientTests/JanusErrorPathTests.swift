@@ -91,7 +91,10 @@ import Testing
         await connection.close()
 
         let missing = await #expect(throws: JanusClientError.self) {
-            _ = try await JanusConnection.connect(to: url, options: .init(tls: TLSOptions(caFile: "/nonexistent/ca.pem")))
+            _ = try await JanusConnection.connect(
+                to: url,
+                options: .init(tls: TLSOptions(caFile: "/nonexistent/ca.pem"))
+            )
         }
         #expect(missing?.code == .tlsFailure)
     }
@@ -108,14 +111,30 @@ struct TestPKI {
         directory = try TestPaths.temporaryDirectory("pki")
         let d = directory.path
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-        try check(runProcess("openssl", ["req", "-x509"] + ec + ["-keyout", "\(d)/ca.key", "-out", "\(d)/ca.pem", "-days", "1", "-subj", "/CN=Conclave Test CA"]))
-        try check(runProcess("openssl", ["req"] + ec + ["-keyout", "\(d)/server.key", "-out", "\(d)/server.csr", "-subj", "/CN=127.0.0.1"]))
+        try check(
+            runProcess(
+                "openssl",
+                ["req", "-x509"] + ec + [
+                    "-keyout", "\(d)/ca.key", "-out", "\(d)/ca.pem", "-days", "1", "-subj", "/CN=Conclave Test CA",
+                ]
+            )
+        )
+        try check(
+            runProcess(
+                "openssl",
+                ["req"] + ec + ["-keyout", "\(d)/server.key", "-out", "\(d)/server.csr", "-subj", "/CN=127.0.0.1"]
+            )
+        )
         try "subjectAltName=IP:127.0.0.1\n".write(toFile: "\(d)/san.ext", atomically: true, encoding: .utf8)
         try check(
-            runProcess("openssl", [
-                "x509", "-req", "-in", "\(d)/server.csr", "-CA", "\(d)/ca.pem", "-CAkey", "\(d)/ca.key",
-                "-CAcreateserial", "-out", "\(d)/server.pem", "-days", "1", "-extfile", "\(d)/san.ext",
-            ]))
+            runProcess(
+                "openssl",
+                [
+                    "x509", "-req", "-in", "\(d)/server.csr", "-CA", "\(d)/ca.pem", "-CAkey", "\(d)/ca.key",
+                    "-CAcreateserial", "-out", "\(d)/server.pem", "-days", "1", "-extfile", "\(d)/san.ext",
+                ]
+            )
+        )
     }
 
     private func check(_ result: ProcessResult) throws {

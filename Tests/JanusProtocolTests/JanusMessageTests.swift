@@ -3,7 +3,8 @@ import Testing
 
 /// Messages as Janus 1.1.2 sent them to Conclave on the test bed (transactions and ids as captured).
 enum RealJanus {
-    static let createSuccess = #"{"janus":"success","transaction":"b82cbb2ecbe31d17e0211d48","data":{"id":7794596118321604}}"#
+    static let createSuccess =
+        #"{"janus":"success","transaction":"b82cbb2ecbe31d17e0211d48","data":{"id":7794596118321604}}"#
     static let attachSuccess =
         #"{"janus":"success","session_id":7794596118321604,"transaction":"9d0933414fdea22f0fce5ac5","data":{"id":2464845322473082}}"#
     static let roomCreated =
@@ -28,7 +29,8 @@ enum RealJanus {
         #"{"janus":"event","session_id":1,"transaction":"t","sender":3,"plugindata":{"plugin":"janus.plugin.videoroom","data":{"videoroom":"attached","room":5555,"streams":[{"type":"audio","active":true,"mindex":0,"mid":"0","ready":false,"send":true,"feed_id":4951686904510440,"feed_display":"1002:Bob","feed_mid":"0","codec":"opus"},{"type":"video","active":true,"mindex":1,"mid":"1","ready":false,"send":true,"feed_id":4951686904510440,"feed_display":"1002:Bob","feed_mid":"1","codec":"vp8"}]}},"jsep":{"type":"offer","sdp":"v=0\r\n"}}"#
     static let webrtcup = #"{"janus":"webrtcup","session_id":1,"sender":3}"#
     static let media = #"{"janus":"media","session_id":1,"sender":3,"mid":"1","type":"video","receiving":true}"#
-    static let slowlink = #"{"janus":"slowlink","session_id":1,"sender":3,"mid":"1","media":"video","uplink":false,"lost":12}"#
+    static let slowlink =
+        #"{"janus":"slowlink","session_id":1,"sender":3,"mid":"1","media":"video","uplink":false,"lost":12}"#
     static let hangup = #"{"janus":"hangup","session_id":1,"sender":3,"reason":"DTLS alert"}"#
     static let trickle =
         #"{"janus":"trickle","session_id":1,"sender":3,"candidate":{"sdpMid":"0","sdpMLineIndex":0,"candidate":"candidate:1 1 udp 2015363327 198.18.0.1 40000 typ host"}}"#
@@ -111,12 +113,16 @@ enum RealJanus {
 
     @Test func handleEventsOfCoreMessages() throws {
         #expect(HandleEvent(try JanusMessage(text: RealJanus.webrtcup)) == .webrtcUp)
-        #expect(HandleEvent(try JanusMessage(text: RealJanus.media)) == .media(type: "video", mid: "1", receiving: true))
+        #expect(
+            HandleEvent(try JanusMessage(text: RealJanus.media)) == .media(type: "video", mid: "1", receiving: true)
+        )
         #expect(HandleEvent(try JanusMessage(text: RealJanus.slowlink)) == .slowLink(mid: "1", uplink: false, lost: 12))
         #expect(HandleEvent(try JanusMessage(text: RealJanus.hangup)) == .hangup(reason: "DTLS alert"))
         #expect(
             HandleEvent(try JanusMessage(text: RealJanus.trickle))
-                == .trickle(.candidate("candidate:1 1 udp 2015363327 198.18.0.1 40000 typ host", sdpMid: "0", sdpMLineIndex: 0))
+                == .trickle(
+                    .candidate("candidate:1 1 udp 2015363327 198.18.0.1 40000 typ host", sdpMid: "0", sdpMLineIndex: 0)
+                )
         )
         #expect(try JanusMessage(text: RealJanus.timeout).kind == .timeout)
     }
@@ -147,7 +153,10 @@ enum RealJanus {
 
     @Test func trickleCandidatesAndEndOfCandidates() {
         let one = JanusRequest.trickle(
-            session: 1, handle: 2, candidate: .candidate("candidate:1 1 udp 1 198.18.0.2 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
+            session: 1,
+            handle: 2,
+            candidate: .candidate("candidate:1 1 udp 1 198.18.0.2 5000 typ host", sdpMid: "0", sdpMLineIndex: 0)
+        )
         #expect(one.json(transaction: "t")["candidate"]?["sdpMid"] == "0")
         let done = JanusRequest.trickle(session: 1, handle: 2, candidate: .completed)
         #expect(done.json(transaction: "t")["candidate"] == ["completed": true])

@@ -76,7 +76,10 @@ let rate = Double(concurrentTotal) / seconds(elapsed)
 print(
     String(
         format: "VideoRoom exists with %d in flight: %d requests in %.2f s = %.0f requests/s",
-        inFlight, concurrentTotal, seconds(elapsed), rate
+        inFlight,
+        concurrentTotal,
+        seconds(elapsed),
+        rate
     )
 )
 print(
@@ -111,8 +114,17 @@ if let p50 = baseline["p50_us.sequential"], let p99 = baseline["p99_us.sequentia
     let baselineRate = baseline["rate.concurrent"]
 {
     let ours = seconds(percentile(plugin, 0.5)) * 1e6
-    print(String(format: "baseline (minimal Python client): p50 %.0f µs, p99 %.0f µs, %.0f requests/s", p50, p99, baselineRate))
-    print(String(format: "ratio Conclave / baseline: p50 latency %.2f, throughput %.2f", ours / p50, rate / baselineRate))
+    print(
+        String(
+            format: "baseline (minimal Python client): p50 %.0f µs, p99 %.0f µs, %.0f requests/s",
+            p50,
+            p99,
+            baselineRate
+        )
+    )
+    print(
+        String(format: "ratio Conclave / baseline: p50 latency %.2f, throughput %.2f", ours / p50, rate / baselineRate)
+    )
 } else {
     print("baseline client failed: \(output)")
 }
