@@ -179,30 +179,25 @@ public enum H264Depacketizer {
             guard s < payload.endIndex else { continue }
             let header = payload[s]
             let type = header & 0x1F
+            // Some senders put Annex-B data (start codes included) in a packet instead of one bare
+            // NAL unit; copy each unit it holds with our own start code.
+            if payload.count >= 4, header == 0, payload[s + 1] == 0,
+                payload[s + 2] == 1 || (payload[s + 2] == 0 && payload[s + 3] == 1)
+            {
+                inFragment = false
+                for r in H264AnnexB.nalUnitRanges(payload) where !r.isEmpty {
+                    if payload[r.lowerBound] & 0x1F == H264NALType.idr { keyframe = true }
+                    out.append(contentsOf: H264AnnexB.startCode)
+                    out.append(contentsOf: payload[r])
+                }
+                continue
+            }
             switch type {
             case 1...23:
                 inFragment = false
-                var body = payload
-                // Some senders keep the Annex-B start code inside a single NAL unit packet.
-                if body.count >= 4, body[s] == 0, body[s + 1] == 0 {
-                    if body[s + 2] == 1 {
-                        body = body.dropFirst(3)
-                    } else if body[s + 2] == 0, body[s + 3] == 1 {
-                        body = body.dropFirst(4)
-                    }
-                    guard let first = body.first else { continue }
-                    if first & 0x1F == H264NALType.idr { keyframe = true }
-                    // A buffer with start codes may hold several NAL units; copy them with ours.
-                    for r in H264AnnexB.nalUnitRanges(body) where !r.isEmpty {
-                        if body[r.lowerBound] & 0x1F == H264NALType.idr { keyframe = true }
-                        out.append(contentsOf: H264AnnexB.startCode)
-                        out.append(contentsOf: body[r])
-                    }
-                    continue
-                }
                 if type == H264NALType.idr { keyframe = true }
                 out.append(contentsOf: H264AnnexB.startCode)
-                out.append(contentsOf: body)
+                out.append(contentsOf: payload)
             case H264NALType.stapA:
                 inFragment = false
                 var i = s + 1

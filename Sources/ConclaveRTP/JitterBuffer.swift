@@ -30,6 +30,8 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
     public var maxNackRetries: Int
     /// How long a missing packet is NACKed before giving up on it.
     public var maxNackAge: Duration
+    /// How long a gap may stay open before its first NACK, so reordered packets are not NACKed.
+    public var reorderTolerance: Duration
     /// The NACK retry interval before an RTT is known; afterwards 1.5 RTT, at least 5 ms.
     public var initialNackRetryInterval: Duration
     /// The most missing packets tracked; a larger gap is not NACKed but answered with a keyframe request.
@@ -44,7 +46,8 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
     /// Creates a configuration.
     public init(
         codec: MediaCodec, capacity: Int, nackEnabled: Bool, maxNackRetries: Int = 10,
-        maxNackAge: Duration = .milliseconds(1000), initialNackRetryInterval: Duration = .milliseconds(100),
+        maxNackAge: Duration = .milliseconds(1000), reorderTolerance: Duration = .milliseconds(5),
+        initialNackRetryInterval: Duration = .milliseconds(100),
         maxNackListSize: Int = 300, maxWaitForMissing: Duration, keyframeRequestMethod: KeyframeRequestMethod,
         keyframeRequestInterval: Duration = .milliseconds(500)
     ) {
@@ -53,6 +56,7 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
         self.nackEnabled = nackEnabled
         self.maxNackRetries = maxNackRetries
         self.maxNackAge = maxNackAge
+        self.reorderTolerance = reorderTolerance
         self.initialNackRetryInterval = initialNackRetryInterval
         self.maxNackListSize = maxNackListSize
         self.maxWaitForMissing = maxWaitForMissing
@@ -198,6 +202,7 @@ public struct JitterBuffer: Sendable {
     private var missing: [Int64: MissingPacket] = [:]
     private var headBlockedSince: MonotonicTime?
     private var waitingForKeyframe: Bool
+    private var hasDelivered = false
     private var lastKeyframeRequest: MonotonicTime?
     private var firSequence: UInt8 = 0
     private var roundTripTime: Duration?
@@ -265,7 +270,22 @@ public struct JitterBuffer: Sendable {
             return output
         }
         if sequence < next {
-            statistics.late += 1
+            guard !hasDelivered, next - sequence < capacity / 2 else {
+                statistics.late += 1
+                return output
+            }
+            // Nothing delivered yet and an earlier packet arrived: the stream started before the
+            // first packet we saw (reordering at the start), so move the head back to it.
+            if configuration.nackEnabled {
+                for s in (sequence + 1)..<next where slot(s) == nil {
+                    missing[s] = MissingPacket(detected: arrival, lastSent: nil, retries: 0)
+                }
+            }
+            nextSequence = sequence
+            baseSequence = min(baseSequence, sequence)
+            headBlockedSince = nil
+            store(packet, sequence: sequence, arrival: arrival)
+            assemble(now: arrival, into: &output)
             return output
         }
         if sequence - highestSequence > capacity || highestSequence - sequence > capacity {
@@ -388,7 +408,9 @@ public struct JitterBuffer: Sendable {
         for (sequence, entry) in missing {
             if entry.retries >= configuration.maxNackRetries || now.since(entry.detected) > configuration.maxNackAge {
                 expired.append(sequence)
-            } else if entry.lastSent.map({ now.since($0) >= interval }) ?? true {
+            } else if entry.lastSent.map({ now.since($0) >= interval })
+                ?? (now.since(entry.detected) >= configuration.reorderTolerance)
+            {
                 due.append(sequence)
             }
         }
@@ -459,6 +481,7 @@ public struct JitterBuffer: Sendable {
             next += 1
         }
         nextSequence = next
+        hasDelivered = true
         for s in missing.keys where s < next { missing.removeValue(forKey: s) }
         statistics.framesDropped += UInt64(max(droppedTimestamps, 1))
         headBlockedSince = nil
@@ -471,6 +494,13 @@ public struct JitterBuffer: Sendable {
     private mutating func assemble(now: MonotonicTime, into output: inout JitterBufferOutput) {
         while let next = nextSequence, next <= highestSequence {
             guard let head = slot(next) else {
+                if !waitForHead(now: now, into: &output) { continue }
+                return
+            }
+            if !hasDelivered, isVideo,
+                PayloadFormat.beginsFrame(codec: configuration.codec, payload: head.packet.payload) == false
+            {
+                // The first packet seen is inside a frame; earlier packets may still arrive reordered.
                 if !waitForHead(now: now, into: &output) { continue }
                 return
             }
@@ -515,6 +545,7 @@ public struct JitterBuffer: Sendable {
 
     private mutating func emitFrame(from first: Int64, to last: Int64, now: MonotonicTime, into output: inout JitterBufferOutput) {
         headBlockedSince = nil
+        hasDelivered = true
         nextSequence = last + 1
         var payloads: [ArraySlice<UInt8>] = []
         payloads.reserveCapacity(Int(last - first + 1))
