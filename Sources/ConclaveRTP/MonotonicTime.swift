@@ -16,6 +16,14 @@ public struct MonotonicTime: Sendable, Hashable, Comparable, CustomStringConvert
         MonotonicTime(microseconds: value * 1000)
     }
 
+    /// The caller's origin.
+    public static let zero = MonotonicTime(microseconds: 0)
+
+    /// Creates an instant from seconds since the caller's origin.
+    public static func seconds(_ value: Int64) -> MonotonicTime {
+        MonotonicTime(microseconds: value * 1_000_000)
+    }
+
     /// The instant `duration` later.
     public func advanced(by duration: Duration) -> MonotonicTime {
         MonotonicTime(microseconds: microseconds + duration.microseconds)
