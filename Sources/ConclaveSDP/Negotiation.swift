@@ -202,9 +202,10 @@ public enum SDPNegotiator {
                 throw SDPError(.negotiation("no offered codec in the answer for mid \(mid)"), line: section.line, text: "m=\(section.mediaLine)")
             }
             let localSSRC = ((try? offered.ssrcAttributes()) ?? []).first?.ssrc
+            let peerDirection = section.direction ?? .sendrecv
             var negotiated = describe(
                 section, index: index, mid: mid, codec: codec, map: map,
-                direction: (section.direction ?? .sendrecv) == .recvonly || section.direction == .sendrecv ? .sendonly : .inactive,
+                direction: peerDirection == .recvonly || peerDirection == .sendrecv ? .sendonly : .inactive,
                 supportedExtensions: Set(offeredExtensions.map(\.uri)))
             negotiated.localSSRC = localSSRC
             negotiated.remoteSSRC = nil

@@ -192,10 +192,12 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
     public init(parsing text: String) throws(SDPError) {
         var current: MediaDescription? = nil
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split on LF bytes: in Swift "\r\n" is one Character, so a Character split would miss it.
+        for rawLine in text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false) {
             lineNumber += 1
-            var line = Substring(rawLine)
-            if line.hasSuffix("\r") { line = line.dropLast() }
+            var bytes = rawLine[...]
+            if bytes.last == 0x0D { bytes = bytes.dropLast() }
+            let line = Substring(String(decoding: bytes, as: UTF8.self))
             if line.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
             guard let type = line.first, line.dropFirst().first == "=" else {
                 throw SDPError(.malformedLine, line: lineNumber, text: String(line))
