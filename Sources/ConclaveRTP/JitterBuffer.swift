@@ -443,9 +443,11 @@ public struct JitterBuffer: Sendable {
     }
 
     /// Whether the packet at `sequence` (present) is known to start a frame.
-    private func beginsFrame(_ sequence: Int64, _ current: Slot) -> Bool {
+    /// Whether `current` is known to start a frame, given the packet just before it (nil if that
+    /// packet is missing): after a marker or a timestamp change, or where the payload says so.
+    private func beginsFrame(_ current: Slot, previous: Slot?) -> Bool {
         if !isVideo { return true }
-        if let previous = slot(sequence - 1) {
+        if let previous {
             return previous.packet.marker || previous.packet.timestamp != current.packet.timestamp
         }
         return PayloadFormat.beginsFrame(codec: configuration.codec, payload: current.packet.payload) == true
@@ -457,8 +459,10 @@ public struct JitterBuffer: Sendable {
         guard var next = nextSequence else { return }
         var droppedTimestamps = 0
         var lastTimestamp: UInt32? = nil
+        var previous: Slot? = nil
         func take(_ s: Int64) {
-            if let slot = self.slot(s) {
+            previous = self.slot(s)
+            if let slot = previous {
                 if slot.packet.timestamp != lastTimestamp {
                     droppedTimestamps += 1
                     lastTimestamp = slot.packet.timestamp
@@ -466,17 +470,13 @@ public struct JitterBuffer: Sendable {
                 slots[Int(s & mask)] = nil
             }
         }
-        while next < limit {
+        repeat {
             take(next)
             next += 1
-        }
-        if next == nextSequence {
-            take(next)
-            next += 1
-        }
-        // Advance to a frame start.
+        } while next < limit
+        // Advance to a frame start, judging each packet by the one before it.
         while next <= highestSequence {
-            if let s = slot(next), beginsFrame(next, s) { break }
+            if let s = slot(next), beginsFrame(s, previous: previous) { break }
             take(next)
             next += 1
         }

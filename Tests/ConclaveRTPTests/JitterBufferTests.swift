@@ -232,6 +232,35 @@ struct JitterBufferTests {
         #expect(delivered.allSatisfy { $0.codec == .h264 })
     }
 
+    @Test func h264ResumesAtTheNextKeyframeAfterALostFrame() throws {
+        let keyframe = [0, 0, 0, 1, 0x67, 0x42, 0, 0, 0, 1, 0x68, 0xCE, 0, 0, 0, 1, 0x65] + (0..<3000).map { UInt8($0 % 200 + 1) }
+        func delta(_ i: Int) -> [UInt8] { [0, 0, 0, 1, 0x41, UInt8(i), 0x9A] }
+        var sequencer = RTPSequencer(ssrc: 7, payloadType: 107, initialSequenceNumber: 100, timestampOffset: 0)
+        var config = JitterBufferConfiguration.video(.h264)
+        config.nackEnabled = false
+        config.maxWaitForMissing = .milliseconds(100)
+        var buffer = JitterBuffer(configuration: config)
+        var delivered: [Int] = []
+        var pli = 0
+        for i in 0..<14 {
+            let au = i == 0 || i == 10 ? keyframe : delta(i)
+            let packets = sequencer.packets(for: H264Packetizer().packetize(au), mediaTimestamp: UInt32(i * 3000), markLast: true)
+            if i == 5 { continue }  // the whole frame is lost
+            for bytes in packets {
+                let now = MonotonicTime.milliseconds(Int64(i * 33))
+                var output = buffer.receive(try RTPPacket(parsing: bytes), arrival: now)
+                let ticked = buffer.tick(now: now)
+                output.frames += ticked.frames
+                if output.keyframeRequest != nil || ticked.keyframeRequest != nil { pli += 1 }
+                delivered += output.frames.map { Int($0.frame.rtpTimestamp / 3000) }
+            }
+        }
+        #expect(delivered == [0, 1, 2, 3, 4, 10, 11, 12, 13])
+        #expect(pli >= 1)
+        #expect(buffer.statistics.framesDropped >= 4)
+        #expect(buffer.statistics.lost == 1)
+    }
+
     @Test func audioSkipsALostPacketAfterTheWaitAndReportsLoss() throws {
         var buffer = JitterBuffer(configuration: .audio())
         var delivered: [UInt32] = []
