@@ -73,6 +73,15 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
             keyframeRequestMethod: keyframeRequestMethod)
     }
 
+    /// The configuration for a negotiated stream: NACK only if `nack` was negotiated, keyframes by
+    /// PLI if negotiated, else FIR if negotiated, else not at all.
+    public static func negotiated(codec: MediaCodec, nack: Bool, pli: Bool, fir: Bool) -> JitterBufferConfiguration {
+        guard codec.kind == .video else { return .audio(codec) }
+        var config = JitterBufferConfiguration.video(codec, keyframeRequestMethod: pli ? .pli : fir ? .fir : .none)
+        config.nackEnabled = nack
+        return config
+    }
+
     /// Audio: no NACK, a missing packet holds later ones back for at most 60 ms.
     public static func audio(_ codec: MediaCodec = .opus) -> JitterBufferConfiguration {
         JitterBufferConfiguration(

@@ -40,6 +40,8 @@ public struct RTPHeaderExtensionElement: Sendable, Hashable {
 ///
 /// Parsing validates the layout once and records offsets; the payload and extension values are
 /// slices of the original buffer, so receiving a packet costs no allocation beyond the datagram.
+/// The jitter buffer keeps the packet (and so the array) until its frame is delivered: hand each
+/// datagram over in its own array rather than reusing one receive buffer, which would copy.
 public struct RTPPacket: Sendable {
     /// The one-byte header extension profile (RFC 8285 §4.2).
     public static let oneByteProfile: UInt16 = 0xBEDE

@@ -106,3 +106,29 @@ struct RTPPacketTests {
         #expect(t.unwrap(0x100) == 0x1_0000_0100)
     }
 }
+
+@Suite("Stream routing")
+struct StreamRouterTests {
+    func packet(ssrc: UInt32, pt: UInt8, mid: String? = nil) throws -> RTPPacket {
+        let ext = mid.map { [RTPHeaderExtensionElement(id: 4, value: RTPHeaderExtensionValue.mid($0))] } ?? []
+        return try RTPPacket(parsing: RTPHeader(payloadType: pt, sequenceNumber: 0, timestamp: 0, ssrc: ssrc, extensions: ext).serialize(payload: [1]))
+    }
+
+    @Test func routesBySSRCThenMidThenUniquePayloadType() throws {
+        var router = RTPStreamRouter(midExtensionID: 4)
+        router.bind(ssrc: 10, to: "0")
+        router.bind(payloadType: 111, to: "0")
+        router.bind(payloadType: 111, to: "2")
+        router.bind(payloadType: 107, to: "3")
+        #expect(router.route(try packet(ssrc: 10, pt: 111)) == "0")
+        #expect(router.route(try packet(ssrc: 20, pt: 96, mid: "1")) == "1")
+        #expect(router.route(try packet(ssrc: 20, pt: 96)) == "1", "the mid extension bound the SSRC")
+        #expect(router.route(try packet(ssrc: 30, pt: 111)) == nil, "111 is used by two sections")
+        #expect(router.route(try packet(ssrc: 40, pt: 107)) == "3")
+        router.remove(mid: "1")
+        #expect(router.route(try packet(ssrc: 20, pt: 96)) == nil)
+        let negotiated = JitterBufferConfiguration.negotiated(codec: .h264, nack: true, pli: false, fir: true)
+        #expect(negotiated.nackEnabled && negotiated.keyframeRequestMethod == .fir)
+        #expect(!JitterBufferConfiguration.negotiated(codec: .opus, nack: true, pli: true, fir: true).nackEnabled)
+    }
+}

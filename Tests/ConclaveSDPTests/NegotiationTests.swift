@@ -113,6 +113,31 @@ struct NegotiationTests {
         #expect(fromAiortc.remote.candidates.first?.port == 49874 && fromAiortc.remote.endOfCandidates)
     }
 
+    @Test func answersARenegotiatedOfferWhenFeedsComeAndGo() throws {
+        // Feed 2 (mids 2 and 3) left: Janus disables its m-lines; a new feed arrives on mids 6 and 7.
+        var text = Fixtures.janusSubscriberOffer
+        text = text.replacing("m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:2", with: "m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:2")
+        text = text.replacing("m=video 9 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:3", with: "m=video 0 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:3")
+        text = text.replacing("a=group:BUNDLE 0 1 2 3 5", with: "a=group:BUNDLE 0 1 5 6 7")
+        text += [
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 10.200.0.1", "a=sendonly", "a=mid:6", "a=rtcp-mux",
+            "a=ice-ufrag:Pq2w", "a=ice-pwd:anVzdGFub3RoZXJwYXNzd29yZA", "a=setup:actpass", "a=rtpmap:111 opus/48000/2",
+            "a=ssrc:5550001 cname:janus",
+            "m=video 9 UDP/TLS/RTP/SAVPF 96", "c=IN IP4 10.200.0.1", "a=sendonly", "a=mid:7", "a=rtcp-mux",
+            "a=ice-ufrag:Pq2w", "a=ice-pwd:anVzdGFub3RoZXJwYXNzd29yZA", "a=setup:actpass", "a=rtpmap:96 VP8/90000",
+            "a=rtcp-fb:96 nack", "a=rtcp-fb:96 nack pli", "a=ssrc:5550002 cname:janus", "",
+        ].joined(separator: "\r\n")
+        let offer = try SessionDescription(parsing: text)
+        let (answer, result) = try SDPNegotiator.subscriberAnswer(to: offer, local: Self.local, sessionID: "99", sessionVersion: 2)
+        #expect(result.media.map(\.mid) == ["0", "1", "6", "7"])
+        #expect(result.rejectedMids == ["2", "3", "4", "5"])
+        #expect(result.media.map(\.remoteSSRC) == [2784523881, 1509832510, 5550001, 5550002])
+        #expect(result.media[3].feedback == [.nack, .pli])
+        #expect(answer.bundleMids == ["0", "1", "6", "7"])
+        #expect(answer.media.map(\.port) == [9, 9, 0, 0, 0, 0, 9, 9])
+        #expect(answer.origin?.sessionVersion == 2)
+    }
+
     @Test func rejectsAnOfferWithoutTransportCredentials() throws {
         let text = Fixtures.janusSubscriberOffer.replacing("a=ice-pwd:anVzdGFub3RoZXJwYXNzd29yZA\r\n", with: "")
         let offer = try SessionDescription(parsing: text)
