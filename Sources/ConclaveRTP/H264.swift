@@ -94,7 +94,7 @@ public struct H264Packetizer: Sendable {
         var index = 0
         while index < nals.count {
             let nal = nals[index]
-            if nal.count > maxPayloadSize {
+            if nal.count > maxPayloadSize || nal.count > 0xFFFF {
                 appendFragments(of: accessUnit[nal], to: &result)
                 index += 1
                 continue
@@ -103,7 +103,7 @@ public struct H264Packetizer: Sendable {
             var size = 1 + 2 + nal.count
             var last = index
             if aggregates {
-                while last + 1 < nals.count, size + 2 + nals[last + 1].count <= maxPayloadSize {
+                while last + 1 < nals.count, size + 2 + nals[last + 1].count <= min(maxPayloadSize, 0xFFFF) {
                     last += 1
                     size += 2 + nals[last].count
                 }

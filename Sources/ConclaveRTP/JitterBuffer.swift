@@ -398,7 +398,10 @@ public struct JitterBuffer: Sendable {
     }
 
     private mutating func updateJitter(_ packet: RTPPacket, arrival: MonotonicTime) {
-        let arrivalUnits = arrival.microseconds * Int64(configuration.codec.clockRate) / 1_000_000
+        // Split into seconds and remainder so a wall-clock-sized origin cannot overflow.
+        let rate = Int64(configuration.codec.clockRate)
+        let us = arrival.microseconds
+        let arrivalUnits = (us / 1_000_000) &* rate &+ (us % 1_000_000) * rate / 1_000_000
         let transit = arrivalUnits - Int64(packet.timestamp)
         if let last = lastTransit {
             // Timestamps wrap at 2^32; the difference of transits is taken modulo that.

@@ -264,7 +264,9 @@ public struct RTPSender: Sendable {
     {
         guard let last = lastFrameTime else { return nil }
         let elapsed = max(0, now.since(last.time).microseconds)
-        let rtp = last.timestamp &+ UInt32(truncatingIfNeeded: elapsed * Int64(clockRate) / 1_000_000)
+        let rate = Int64(clockRate)
+        let ticks = (elapsed / 1_000_000) &* rate &+ (elapsed % 1_000_000) * rate / 1_000_000
+        let rtp = last.timestamp &+ UInt32(truncatingIfNeeded: ticks)
         return RTCPSenderReport(
             ssrc: sequencer.ssrc, ntpTimestamp: wallClock, rtpTimestamp: rtp, packetCount: sequencer.packetCount,
             octetCount: sequencer.octetCount, reports: reports)

@@ -317,4 +317,21 @@ struct JitterBufferTests {
         #expect(abs(buffer.statistics.jitter - 480) < 1)
         #expect(buffer.statistics.framesAssembled == 400)
     }
+
+    @Test func acceptsWallClockSizedArrivalTimes() throws {
+        // A Unix-epoch origin in microseconds times 90 kHz would overflow a naive product.
+        var buffer = JitterBuffer(configuration: .video(.vp8))
+        let origin: Int64 = 1_700_000_000_000_000
+        var delivered = 0
+        for i in 0..<10 {
+            var packetizer = VP8Packetizer()
+            let frame = i == 0 ? PayloadFormatTests.vp8Keyframe(size: 100) : PayloadFormatTests.vp8Delta(size: 100)
+            let bytes = RTPHeader(marker: true, payloadType: 96, sequenceNumber: UInt16(i), timestamp: UInt32(i * 3000), ssrc: 1)
+                .serialize(payload: packetizer.packetize(frame)[0])
+            let arrival = MonotonicTime(microseconds: origin + Int64(i) * 33_333)
+            delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: arrival).frames.count
+        }
+        #expect(delivered == 10)
+        #expect(buffer.statistics.jitter < 10)
+    }
 }
