@@ -509,6 +509,14 @@ public struct JitterBuffer: Sendable {
                 if !waitForHead(now: now, into: &output) { continue }
                 return
             }
+            if head.packet.payloadRange.isEmpty {
+                // A padding-only packet (bandwidth probing) takes a sequence number and carries
+                // nothing: step over it instead of treating it as a broken frame.
+                slots[Int(next & mask)] = nil
+                nextSequence = next + 1
+                headBlockedSince = nil
+                continue
+            }
             if !hasDelivered, isVideo,
                 PayloadFormat.beginsFrame(codec: configuration.codec, payload: head.packet.payload) == false
             {
@@ -572,7 +580,7 @@ public struct JitterBuffer: Sendable {
                 timestamp = slot.packet.timestamp
                 ssrc = slot.packet.ssrc
             }
-            payloads.append(slot.packet.payload)
+            if !slot.packet.payloadRange.isEmpty { payloads.append(slot.packet.payload) }
             slots[index] = nil
         }
         let depacketized: DepacketizedFrame

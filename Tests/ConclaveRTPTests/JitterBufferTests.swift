@@ -213,6 +213,31 @@ struct JitterBufferTests {
         #expect(buffer.statistics.framesDropped == 0)
     }
 
+    @Test func stepsOverPaddingOnlyPackets() throws {
+        let frames = Self.makeFrames(count: 10, keyframeInterval: 10, seed: 5)
+        var packetizer = VP8Packetizer()
+        var seq: UInt16 = 0
+        var buffer = JitterBuffer(configuration: .video(.vp8))
+        var delivered: [[UInt8]] = []
+        for (i, frame) in frames.enumerated() {
+            let payloads = packetizer.packetize(frame)
+            for (k, payload) in payloads.enumerated() {
+                let bytes = RTPHeader(marker: k == payloads.count - 1, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(i * 3000), ssrc: 1)
+                    .serialize(payload: payload)
+                seq &+= 1
+                delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(i * 33))).frames.map(\.frame.data)
+            }
+            // A probing packet: padding only, previous frame's timestamp, no marker.
+            let padding = RTPHeader(payloadType: 96, sequenceNumber: seq, timestamp: UInt32(i * 3000), ssrc: 1)
+                .serialize(payload: [], paddingLength: 200)
+            seq &+= 1
+            delivered += buffer.receive(try RTPPacket(parsing: padding), arrival: .milliseconds(Int64(i * 33 + 5))).frames.map(\.frame.data)
+        }
+        let identical = delivered == frames
+        #expect(identical)
+        #expect(buffer.statistics.framesDropped == 0 && buffer.statistics.pliSent == 0)
+    }
+
     @Test func assemblesH264AccessUnitsThroughFUA() throws {
         let idr = [0x65] + (0..<4000).map { UInt8(truncatingIfNeeded: $0 % 253 + 1) }
         let sps = hex("67 42 E0 1F DA"), pps = hex("68 CE 3C 80")
