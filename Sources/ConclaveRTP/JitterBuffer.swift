@@ -506,7 +506,7 @@ public struct JitterBuffer: Sendable {
     private mutating func assemble(now: MonotonicTime, into output: inout JitterBufferOutput) {
         while let next = nextSequence, next <= highestSequence {
             guard let head = slot(next) else {
-                if !waitForHead(now: now, into: &output) { continue }
+                if !waitForHead(now: now, missingSequence: next, into: &output) { continue }
                 return
             }
             if head.packet.payloadRange.isEmpty {
@@ -521,11 +521,12 @@ public struct JitterBuffer: Sendable {
                 PayloadFormat.beginsFrame(codec: configuration.codec, payload: head.packet.payload) == false
             {
                 // The first packet seen is inside a frame; earlier packets may still arrive reordered.
-                if !waitForHead(now: now, into: &output) { continue }
+                if !waitForHead(now: now, missingSequence: nil, into: &output) { continue }
                 return
             }
             var end = next
             var complete = false
+            var gap: Int64? = nil
             if !isVideo {
                 complete = true
             } else {
@@ -538,27 +539,40 @@ public struct JitterBuffer: Sendable {
                     k += 1
                 }
                 end = k
-                if !complete, k <= highestSequence, slot(k) != nil {
-                    complete = true  // the timestamp changed without a marker bit
-                    end = k - 1
+                if !complete, k <= highestSequence {
+                    if slot(k) != nil {
+                        complete = true  // the timestamp changed without a marker bit
+                        end = k - 1
+                    } else {
+                        gap = k  // a packet inside the frame is missing (not merely not yet sent)
+                    }
                 }
             }
             guard complete else {
-                if !waitForHead(now: now, into: &output) { continue }
+                if !waitForHead(now: now, missingSequence: gap, into: &output) { continue }
                 return
             }
             emitFrame(from: next, to: end, now: now, into: &output)
         }
     }
 
-    /// The head frame is blocked; returns true to keep waiting, false after dropping it.
-    private mutating func waitForHead(now: MonotonicTime, into output: inout JitterBufferOutput) -> Bool {
+    /// The head frame is blocked, by the absence of `missingSequence` if known; returns true to keep
+    /// waiting, false after dropping it. With NACK, a missing packet that is no longer tracked has
+    /// used up its retries (or the gap was too large to NACK), so the frame is dropped at once and
+    /// the keyframe request goes out without waiting for `maxWaitForMissing`.
+    private mutating func waitForHead(
+        now: MonotonicTime, missingSequence: Int64?, into output: inout JitterBufferOutput
+    ) -> Bool {
+        guard let next = nextSequence else { return true }
+        if configuration.nackEnabled, let missingSequence, missing[missingSequence] == nil {
+            dropHead(upTo: next + 1, now: now, into: &output)
+            return false
+        }
         guard let since = headBlockedSince else {
             headBlockedSince = now
             return true
         }
         if now.since(since) < configuration.maxWaitForMissing { return true }
-        guard let next = nextSequence else { return true }
         dropHead(upTo: next + 1, now: now, into: &output)
         return false
     }
