@@ -49,7 +49,7 @@ public struct PatternLayout: Sendable, Hashable {
 
     /// CRC-8 (polynomial 0x07) over the three bytes of a 24-bit number.
     static func crc8(_ number: UInt32) -> UInt8 {
-        var crc: UInt8 = 0
+        var crc: UInt8 = 0xA5  // non-zero start: an all-black or blank strip never checks out
         for shift in [16, 8, 0] {
             crc ^= UInt8(truncatingIfNeeded: number >> UInt32(shift))
             for _ in 0..<8 { crc = crc & 0x80 != 0 ? (crc << 1) ^ 0x07 : crc << 1 }
