@@ -253,6 +253,24 @@ public struct AudioConverter: Sendable {
         let consumed = min(Int(position), history.count)
         history.removeFirst(consumed)
         position -= Double(consumed)
+        return takeBlocks()
+    }
+
+    /// Emits what is left (the last input sample included) as one block padded with silence; empty
+    /// when nothing is left.
+    public mutating func flush() -> [[Int16]] {
+        if let last = history.last, Double(history.count) > position {
+            output += last
+        }
+        history.removeAll()
+        position = 0
+        guard !output.isEmpty else { return [] }
+        let blockSize = 960 * channels
+        output += [Int16](repeating: 0, count: (blockSize - output.count % blockSize) % blockSize)
+        return takeBlocks()
+    }
+
+    private mutating func takeBlocks() -> [[Int16]] {
         var blocks: [[Int16]] = []
         let blockSize = 960 * channels
         while output.count >= blockSize {

@@ -276,8 +276,7 @@ public final class MediaFileWriter {
         }
         state.lastTimestamp = frame.rtpTimestamp
         let clockRate = Int64(state.track.codec.clockRate)
-        let offsetTicks = state.track.startOffset.components.seconds * clockRate
-            + state.track.startOffset.components.attoseconds * clockRate / 1_000_000_000_000_000_000
+        let offsetTicks = state.track.startOffset.ticks(clockRate: Int(clockRate))
         let pts = state.extended + offsetTicks
         if let last = state.lastPTS, pts <= last {
             tracks[index] = state

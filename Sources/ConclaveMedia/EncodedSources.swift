@@ -172,6 +172,7 @@ public final class FileMediaSource: EncodedFrameSource {
     private var keyframeRequested = false
     private var queue: [TimedFrame] = []
     private var draining = false
+    private var lastTicks: Int64?
 
     /// Opens `path` and picks its first stream of `codec`'s kind.
     ///
@@ -241,6 +242,12 @@ public final class FileMediaSource: EncodedFrameSource {
         if draining {
             draining = false
             if let decoder { try handle(decoder.decode(nil)) }
+            if !loop, var converter {
+                // The end of the file: emit the last partial 20 ms block, padded with silence.
+                let tail = converter.flush()
+                self.converter = converter
+                try encodeAudio(tail)
+            }
             guard loop else { return !queue.isEmpty }
             decoder?.reset()
             try demuxer.rewind()
@@ -255,7 +262,8 @@ public final class FileMediaSource: EncodedFrameSource {
         let due = loopOffset + packet.presentationTime
         if isPassThrough {
             let frame = EncodedFrame(
-                codec: codec, data: packet.data, rtpTimestamp: timestamp(for: due), isKeyframe: packet.isKeyframe)
+                codec: codec, data: packet.data, rtpTimestamp: passThroughTimestamp(for: due),
+                isKeyframe: packet.isKeyframe)
             queue.append(TimedFrame(frame: frame, mediaTime: due))
         } else if let decoder {
             try handle(decoder.decode(packet))
@@ -263,10 +271,24 @@ public final class FileMediaSource: EncodedFrameSource {
         return true
     }
 
-    private func timestamp(for time: Duration) -> UInt32 {
-        let clockRate = Int64(codec.clockRate)
-        let ticks = time.components.seconds * clockRate + time.components.attoseconds * clockRate / 1_000_000_000_000_000_000
+    /// Containers such as WebM store milliseconds, which would make 30 fps video step 2970, 3060,
+    /// 2970... ticks. For constant-rate video the time is snapped to the nearest frame instant, so
+    /// the RTP clock advances by exactly one frame duration; timestamps never repeat or go back.
+    private func passThroughTimestamp(for time: Duration) -> UInt32 {
+        var ticks = time.ticks(clockRate: Int(codec.clockRate))
+        if codec.kind == .video, let rate = stream.frameRate, rate.numerator > 0, rate.denominator > 0 {
+            let nanoseconds = time.ticks(clockRate: 1_000_000_000)
+            let frames = (nanoseconds * Int64(rate.numerator) + Int64(rate.denominator) * 500_000_000)
+                / (Int64(rate.denominator) * 1_000_000_000)
+            ticks = frames * Int64(codec.clockRate) * Int64(rate.denominator) / Int64(rate.numerator)
+        }
+        if let lastTicks, ticks <= lastTicks { ticks = lastTicks + 1 }
+        lastTicks = ticks
         return initialTimestamp &+ UInt32(truncatingIfNeeded: ticks)
+    }
+
+    private func timestamp(for time: Duration) -> UInt32 {
+        initialTimestamp &+ UInt32(truncatingIfNeeded: time.ticks(clockRate: Int(codec.clockRate)))
     }
 
     private func handle(_ outputs: [MediaStreamDecoder.Output]) throws {
@@ -282,17 +304,22 @@ public final class FileMediaSource: EncodedFrameSource {
                     queue.append(TimedFrame(frame: frame, mediaTime: due))
                 }
             case .audio(let samples, let channels, let sampleRate):
-                guard let encoder = audioEncoder, var converter else { continue }
+                guard var converter else { continue }
                 let blocks = converter.push(samples: samples, channels: channels, sampleRate: sampleRate)
                 self.converter = converter
-                for block in blocks {
-                    let due = Duration.milliseconds(20 * audioBlocks)
-                    audioBlocks += 1
-                    let frame = try AudioFrame(channels: encoder.configuration.channels, samples: block,
-                        rtpTimestamp: timestamp(for: due))
-                    if let packet = try encoder.encode(frame) { queue.append(TimedFrame(frame: packet, mediaTime: due)) }
-                }
+                try encodeAudio(blocks)
             }
+        }
+    }
+
+    private func encodeAudio(_ blocks: [[Int16]]) throws {
+        guard let encoder = audioEncoder else { return }
+        for block in blocks {
+            let due = Duration.milliseconds(20 * audioBlocks)
+            audioBlocks += 1
+            let frame = try AudioFrame(
+                channels: encoder.configuration.channels, samples: block, rtpTimestamp: timestamp(for: due))
+            if let packet = try encoder.encode(frame) { queue.append(TimedFrame(frame: packet, mediaTime: due)) }
         }
     }
 }
