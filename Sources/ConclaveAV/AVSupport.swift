@@ -2,6 +2,12 @@ internal import CConclaveShims
 internal import CFFmpeg
 import ConclaveCore
 
+/// FFmpeg writes its diagnostics straight to stderr. Library code must not print, and every failure
+/// already reaches the caller as a typed error, so the log is silenced once, before first use.
+enum FFmpegLogging {
+    static let silenced: Void = av_log_set_level(AV_LOG_QUIET)
+}
+
 /// FFmpeg's text for an error code (`av_strerror`).
 func averrorText(_ code: Int32) -> String {
     var buffer = [CChar](repeating: 0, count: 256)

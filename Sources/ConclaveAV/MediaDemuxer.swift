@@ -60,6 +60,7 @@ public final class MediaDemuxer {
 
     /// Opens and probes a file; fails naming the file and FFmpeg's reason.
     public init(path: String) throws(MediaFileError) {
+        FFmpegLogging.silenced
         self.path = path
         var opened: UnsafeMutablePointer<AVFormatContext>?
         var rc = avformat_open_input(&opened, path, nil, nil)

@@ -115,6 +115,7 @@ public final class MediaFileWriter {
     ///
     /// - Parameter container: the format; nil picks it from the path's extension.
     public init(path: String, container: Container? = nil, tracks: [Track]) throws(MediaFileError) {
+        FFmpegLogging.silenced
         self.path = path
         let fileExtension = path.split(separator: ".").last.map(String.init) ?? ""
         guard let container = container ?? Container(pathExtension: fileExtension) else {
