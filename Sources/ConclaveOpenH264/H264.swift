@@ -125,8 +125,8 @@ public final class H264Encoder: VideoEncoding {
         var quiet = Int32(WELS_LOG_QUIET)
         _ = cshim_openh264_encoder_set_option(created, ENCODER_OPTION_TRACE_LEVEL, &quiet)
         let rc = cshim_openh264_encoder_initialize_ext(created, &params)
+        // A throw here runs deinit (the object is fully initialized), which destroys the encoder.
         guard rc == 0 else {
-            WelsDestroySVCEncoder(created)
             throw H264CodecError("initialize encoder", reason: "openh264 rejected the parameters (code \(rc))")
         }
         var format = Int32(videoFormatI420.rawValue)

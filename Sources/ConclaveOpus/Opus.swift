@@ -82,19 +82,15 @@ public final class OpusAudioEncoder {
         else { throw OpusCodecError("create encoder", code: error) }
         self.encoder = encoder
         self.configuration = configuration
-        do {
-            try check("set bitrate", cshim_opus_encoder_set_bitrate(encoder, Int32(clamping: configuration.bitrate)))
-            try check("set in-band FEC", cshim_opus_encoder_set_inband_fec(encoder, configuration.inbandFEC ? 1 : 0))
-            try check(
-                "set packet loss",
-                cshim_opus_encoder_set_packet_loss_perc(
-                    encoder, Int32(clamping: max(0, min(100, configuration.expectedPacketLossPercent)))))
-            try check("set DTX", cshim_opus_encoder_set_dtx(encoder, configuration.dtx ? 1 : 0))
-            try check("set complexity", cshim_opus_encoder_set_complexity(encoder, Int32(clamping: configuration.complexity)))
-        } catch {
-            opus_encoder_destroy(encoder)
-            throw error
-        }
+        // A failing setting throws with the object fully initialized, so deinit destroys the encoder.
+        try check("set bitrate", cshim_opus_encoder_set_bitrate(encoder, Int32(clamping: configuration.bitrate)))
+        try check("set in-band FEC", cshim_opus_encoder_set_inband_fec(encoder, configuration.inbandFEC ? 1 : 0))
+        try check(
+            "set packet loss",
+            cshim_opus_encoder_set_packet_loss_perc(
+                encoder, Int32(clamping: max(0, min(100, configuration.expectedPacketLossPercent)))))
+        try check("set DTX", cshim_opus_encoder_set_dtx(encoder, configuration.dtx ? 1 : 0))
+        try check("set complexity", cshim_opus_encoder_set_complexity(encoder, Int32(clamping: configuration.complexity)))
     }
 
     deinit { opus_encoder_destroy(encoder) }

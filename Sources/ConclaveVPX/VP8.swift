@@ -72,6 +72,7 @@ public final class VP8Encoder: VideoEncoding {
     private let settings = UnsafeMutablePointer<vpx_codec_enc_cfg_t>.allocate(capacity: 1)
     private let image = UnsafeMutablePointer<vpx_image_t>.allocate(capacity: 1)
     private var timestamps = TimestampUnwrapper()
+    private var isOpen = false
 
     /// Creates an encoder; fails on an odd or out-of-range resolution or a rejected setting.
     public init(configuration: VP8EncoderConfiguration) throws(VPXCodecError) {
@@ -86,15 +87,17 @@ public final class VP8Encoder: VideoEncoding {
         guard configuration.bitrate >= 10_000 else {
             throw VPXCodecError("configure encoder", reason: "bitrate \(configuration.bitrate) below 10 kbit/s")
         }
+        guard (-16...16).contains(configuration.speed) else {
+            throw VPXCodecError("configure encoder", reason: "speed \(configuration.speed) outside -16...16")
+        }
         self.configuration = configuration
         context.initialize(to: vpx_codec_ctx_t())
         settings.initialize(to: vpx_codec_enc_cfg_t())
         image.initialize(to: vpx_image_t())
+        // From here on the object is fully initialized: a throw runs deinit, which releases
+        // everything (and destroys the codec only once it was opened).
         var rc = vpx_codec_enc_config_default(vpx_codec_vp8_cx(), settings, 0)
-        guard rc == VPX_CODEC_OK else {
-            Self.release(context: nil, settings: settings, image: image, contextPointer: context)
-            throw VPXCodecError("default configuration", code: rc, context: nil)
-        }
+        guard rc == VPX_CODEC_OK else { throw VPXCodecError("default configuration", code: rc, context: nil) }
         settings.pointee.g_w = UInt32(configuration.width)
         settings.pointee.g_h = UInt32(configuration.height)
         settings.pointee.g_timebase = vpx_rational(num: 1, den: 90_000)
@@ -116,11 +119,8 @@ public final class VP8Encoder: VideoEncoding {
         settings.pointee.kf_min_dist = 0
         settings.pointee.kf_max_dist = UInt32(max(1, configuration.keyframeInterval))
         rc = cshim_vpx_codec_enc_init(context, vpx_codec_vp8_cx(), settings, 0)
-        guard rc == VPX_CODEC_OK else {
-            let error = VPXCodecError("initialize encoder", code: rc, context: context)
-            Self.release(context: nil, settings: settings, image: image, contextPointer: context)
-            throw error
-        }
+        guard rc == VPX_CODEC_OK else { throw VPXCodecError("initialize encoder", code: rc, context: context) }
+        isOpen = true
         for (control, value) in [
             (Int32(VP8E_SET_CPUUSED.rawValue), Int32(configuration.speed)),
             (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 1),
@@ -128,22 +128,13 @@ public final class VP8Encoder: VideoEncoding {
             (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), 0),
         ] {
             rc = cshim_vpx_codec_control_int(context, control, value)
-            guard rc == VPX_CODEC_OK else {
-                let error = VPXCodecError("set control \(control)", code: rc, context: context)
-                Self.release(context: context, settings: settings, image: image, contextPointer: context)
-                throw error
-            }
+            guard rc == VPX_CODEC_OK else { throw VPXCodecError("set control \(control)", code: rc, context: context) }
         }
     }
 
-    deinit { Self.release(context: context, settings: settings, image: image, contextPointer: context) }
-
-    private static func release(
-        context: UnsafeMutablePointer<vpx_codec_ctx_t>?, settings: UnsafeMutablePointer<vpx_codec_enc_cfg_t>,
-        image: UnsafeMutablePointer<vpx_image_t>, contextPointer: UnsafeMutablePointer<vpx_codec_ctx_t>
-    ) {
-        if let context { vpx_codec_destroy(context) }
-        contextPointer.deallocate()
+    deinit {
+        if isOpen { vpx_codec_destroy(context) }
+        context.deallocate()
         settings.deallocate()
         image.deallocate()
     }
@@ -204,14 +195,15 @@ public final class VP8Decoder: VideoDecoding {
         context.initialize(to: vpx_codec_ctx_t())
         var settings = vpx_codec_dec_cfg_t(threads: UInt32(max(1, threads)), w: 0, h: 0)
         let rc = cshim_vpx_codec_dec_init(context, vpx_codec_vp8_dx(), &settings, 0)
-        guard rc == VPX_CODEC_OK else {
-            context.deallocate()
-            throw VPXCodecError("initialize decoder", code: rc, context: nil)
-        }
+        // A throw here still runs deinit (the object is fully initialized), which frees the context.
+        guard rc == VPX_CODEC_OK else { throw VPXCodecError("initialize decoder", code: rc, context: nil) }
+        isOpen = true
     }
 
+    private var isOpen = false
+
     deinit {
-        vpx_codec_destroy(context)
+        if isOpen { vpx_codec_destroy(context) }
         context.deallocate()
     }
 

@@ -103,6 +103,15 @@ struct EncoderControlTests {
         }
         #expect(throws: OpusCodecError.self) { try OpusAudioEncoder(configuration: OpusEncoderConfiguration(channels: 3)) }
         #expect(throws: RawMediaError.self) { try PatternSource(width: 100, height: 75, frameRate: 30) }
+        // Settings the libraries reject after the codec exists: the error surfaces and the
+        // half-built encoder is released exactly once.
+        #expect(throws: OpusCodecError.self) { try OpusAudioEncoder(configuration: OpusEncoderConfiguration(bitrate: -5)) }
+        #expect(throws: VPXCodecError.self) {
+            try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, threads: 1_000))
+        }
+        #expect(throws: VPXCodecError.self) {
+            try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, speed: 100))
+        }
         let encoder = try? VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240))
         let wrongSize = try? VideoFrame.blank(width: 160, height: 120)
         if let encoder, let wrongSize {
