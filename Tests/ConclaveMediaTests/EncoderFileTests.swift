@@ -44,7 +44,18 @@ struct EncoderFileTests {
             try writeFile(frames, path: path, track: .video(.vp8, width: 320, height: 240))
             #expect(try FFmpeg.decodeErrors(path) == "", "\(name)")
             #expect(try FFmpeg.frameCount(path) == Self.frames, "\(name)")
+            #expect(try demuxedData(path) == frames.map(\.data), "\(name): demuxed bytes differ")
         }
+    }
+
+    /// Every packet of the file's first stream, as the demuxer returns it (no transcoding).
+    func demuxedData(_ path: String) throws -> [[UInt8]] {
+        let demuxer = try MediaDemuxer(path: path)
+        var packets: [[UInt8]] = []
+        while let packet = try demuxer.readPacket() {
+            if packet.streamIndex == 0 { packets.append(packet.data) }
+        }
+        return packets
     }
 
     @Test("H264 as raw Annex-B and in Matroska")
@@ -62,6 +73,16 @@ struct EncoderFileTests {
         try writeFile(frames, path: mkv, track: .video(.h264, width: 320, height: 240))
         #expect(try FFmpeg.decodeErrors(mkv) == "")
         #expect(try FFmpeg.frameCount(mkv) == Self.frames)
+        #expect(try demuxedData(raw) == frames.map(\.data), "raw Annex-B: demuxed access units differ")
+        #expect(try demuxedData(mkv) == frames.map(\.data), "Matroska: demuxed access units differ")
+
+        // MP4 stores H264 length-prefixed with SPS/PPS out of band; the demuxer gives Annex-B back.
+        let mp4 = directory.appendingPathComponent("out.mp4").path
+        let remux = try runProcess(try tool("ffmpeg"), ["-v", "error", "-i", mkv, "-c", "copy", "-y", mp4])
+        #expect(remux.succeeded, "\(remux.errorOutput)")
+        let fromMP4 = try demuxedData(mp4)
+        #expect(fromMP4.count == Self.frames)
+        #expect(fromMP4 == frames.map(\.data), "MP4: demuxed access units differ")
     }
 
     @Test("Opus in Ogg, WebM and Matroska, mono and stereo")
