@@ -319,6 +319,16 @@ public final class MediaFileWriter {
         }
     }
 
+    /// Pushes buffered bytes to the file now (a recorder calls this periodically so a crash loses
+    /// little), surfacing any pending write error.
+    public func flush() throws(MediaFileError) {
+        guard state == .writing, let io = context.pointee.pb else { return }
+        avio_flush(io)
+        if io.pointee.error < 0 {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
+        }
+    }
+
     /// Writes the trailer and closes the file. Calling it twice is harmless.
     ///
     /// If the header was never written (an H264 track never got a keyframe), the held frames are
