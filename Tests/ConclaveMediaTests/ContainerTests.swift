@@ -101,6 +101,36 @@ struct ContainerTests {
         }
     }
 
+    @Test("A recording that joins mid-stream: audio held until the first IDR, leading P frames dropped")
+    func joinMidStream() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("join.mkv").path
+        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 160, height: 120, bitrate: 200_000))
+        let pattern = try PatternSource(width: 160, height: 120, frameRate: 30, frameLimit: 30)
+        var video: [EncodedFrame] = []
+        var index = 0
+        while let picture = try pattern.nextFrame() {
+            video += try encoder.encode(picture, forceKeyframe: index == 10)
+            index += 1
+        }
+        let opus = try OpusAudioEncoder()
+        let tone = try ToneSource(frameLimit: 50)
+        var audio: [EncodedFrame] = []
+        while let block = try tone.nextFrame() { audio.append(try #require(try opus.encode(block))) }
+
+        let writer = try MediaFileWriter(path: path, tracks: [.video(.h264, width: 160, height: 120), .opus(channels: 1)])
+        // The recorder joined after the first IDR: video starts at frame 1 (a P frame).
+        for frame in audio.prefix(10) { try writer.write(frame, track: 1) }
+        for frame in video[1...] { try writer.write(frame, track: 0) }
+        for frame in audio.dropFirst(10) { try writer.write(frame, track: 1) }
+        try writer.close()
+        #expect(writer.droppedLeadingFrames == 9)
+        #expect(try FFmpeg.decodeErrors(path) == "")
+        #expect(try FFmpeg.frameCount(path, stream: "v:0") == 20)
+        #expect(try FFmpeg.packetCount(path, stream: "a:0") == 50)
+    }
+
     @Test("File source passes a matching codec through and transcodes another, looping on request")
     func fileSource() throws {
         let directory = try TestPaths.temporaryDirectory()
