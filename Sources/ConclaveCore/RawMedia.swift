@@ -7,11 +7,14 @@
 /// Width and height are even: 4:2:0 chroma needs whole 2×2 blocks.
 public struct VideoFrame: Sendable, Hashable {
     /// Luma width in pixels (even).
-    public var width: Int
+    ///
+    /// Size and pixels are read-only so that `data.count` always matches the size: encoders hand
+    /// the buffer to C code that reads exactly `width × height × 3/2` bytes.
+    public private(set) var width: Int
     /// Luma height in pixels (even).
-    public var height: Int
+    public private(set) var height: Int
     /// The Y, U and V planes, back to back.
-    public var data: [UInt8]
+    public private(set) var data: [UInt8]
     /// Presentation time on the 90 kHz RTP video clock.
     public var rtpTimestamp: UInt32
 
@@ -70,9 +73,9 @@ public struct AudioFrame: Sendable, Hashable {
     public static let sampleRate = 48_000
 
     /// 1 (mono) or 2 (stereo, interleaved left/right).
-    public var channels: Int
+    public private(set) var channels: Int
     /// Interleaved samples; `samples.count` is a multiple of `channels`.
-    public var samples: [Int16]
+    public private(set) var samples: [Int16]
     /// Time of the first sample on the 48 kHz RTP audio clock.
     public var rtpTimestamp: UInt32
 
