@@ -251,7 +251,8 @@ public final class FileMediaSource: EncodedFrameSource {
             guard loop else { return !queue.isEmpty }
             decoder?.reset()
             try demuxer.rewind()
-            loopOffset = lastTime + frameSpacing
+            // Frames drained from the decoder may still be queued: continue after the latest one.
+            loopOffset = (queue.last?.mediaTime ?? lastTime) + frameSpacing
             return true
         }
         guard let packet = try demuxer.readPacket() else {
@@ -262,7 +263,7 @@ public final class FileMediaSource: EncodedFrameSource {
         let due = loopOffset + packet.presentationTime
         if isPassThrough {
             let frame = EncodedFrame(
-                codec: codec, data: packet.data, rtpTimestamp: passThroughTimestamp(for: due),
+                codec: codec, data: packet.data, rtpTimestamp: snappedTimestamp(for: due),
                 isKeyframe: packet.isKeyframe)
             queue.append(TimedFrame(frame: frame, mediaTime: due))
         } else if let decoder {
@@ -274,7 +275,7 @@ public final class FileMediaSource: EncodedFrameSource {
     /// Containers such as WebM store milliseconds, which would make 30 fps video step 2970, 3060,
     /// 2970... ticks. For constant-rate video the time is snapped to the nearest frame instant, so
     /// the RTP clock advances by exactly one frame duration; timestamps never repeat or go back.
-    private func passThroughTimestamp(for time: Duration) -> UInt32 {
+    private func snappedTimestamp(for time: Duration) -> UInt32 {
         var ticks = time.ticks(clockRate: Int(codec.clockRate))
         if codec.kind == .video, let rate = stream.frameRate, rate.numerator > 0, rate.denominator > 0 {
             let nanoseconds = time.ticks(clockRate: 1_000_000_000)
@@ -297,7 +298,7 @@ public final class FileMediaSource: EncodedFrameSource {
             case .video(var picture, let time):
                 guard let encoder = videoEncoder else { continue }
                 let due = loopOffset + time
-                picture.rtpTimestamp = timestamp(for: due)
+                picture.rtpTimestamp = snappedTimestamp(for: due)
                 let force = keyframeRequested
                 keyframeRequested = false
                 for frame in try encoder.encode(picture, forceKeyframe: force) {

@@ -162,6 +162,21 @@ struct ContainerTests {
         }
         #expect(numbers == Array(0..<90))
 
+        // Transcoding loops too, with the timeline running on across the seam.
+        let looped = try FileMediaSource(path: path, codec: .h264, loop: true)
+        let loopDecoder = try H264Decoder()
+        var loopNumbers: [Int] = []
+        var loopTimestamps: [UInt32] = []
+        while loopNumbers.count < 180, let timed = try looped.nextFrame() {
+            loopTimestamps.append(timed.frame.rtpTimestamp)
+            if let picture = try loopDecoder.decode(timed.frame), let reading = PatternReader.read(picture) {
+                loopNumbers.append(reading.frameNumber)
+            }
+        }
+        #expect(loopNumbers == Array(0..<90) + Array(0..<90))
+        let loopSteps = Set(zip(loopTimestamps.dropFirst(), loopTimestamps).map { $0 &- $1 })
+        #expect(loopSteps == [3_000], "timestamp steps \(loopSteps)")
+
         let audio = try FileMediaSource(path: path, codec: .opus)
         #expect(audio.isPassThrough)
         var audioCount = 0
