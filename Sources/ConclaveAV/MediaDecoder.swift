@@ -33,7 +33,10 @@ public final class MediaStreamDecoder {
         else { throw MediaFileError(path: demuxer.path, kind: .malformed, reason: "no stream \(stream.index)") }
         guard let codec = avcodec_find_decoder(parameters.pointee.codec_id) else {
             throw MediaFileError(
-                path: demuxer.path, kind: .unsupported, reason: "no decoder for codec \(stream.codecName)")
+                path: demuxer.path,
+                kind: .unsupported,
+                reason: "no decoder for codec \(stream.codecName)"
+            )
         }
         guard let context = avcodec_alloc_context3(codec), let frame = av_frame_alloc(), let packet = av_packet_alloc()
         else { throw MediaFileError(path: demuxer.path, kind: .unreadable, reason: "out of memory") }
@@ -48,7 +51,10 @@ public final class MediaStreamDecoder {
         }
         guard rc >= 0 else {
             throw MediaFileError(
-                path: demuxer.path, kind: .unsupported, reason: "cannot open the \(stream.codecName) decoder: \(averrorText(rc))")
+                path: demuxer.path,
+                kind: .unsupported,
+                reason: "cannot open the \(stream.codecName) decoder: \(averrorText(rc))"
+            )
         }
     }
 
@@ -87,14 +93,22 @@ public final class MediaStreamDecoder {
             rc = avcodec_send_packet(context, nil)
         }
         guard rc >= 0 || rc == cshim_AVERROR_EOF() || rc == cshim_AVERROR_EAGAIN() else {
-            throw MediaFileError(path: path, kind: .malformed, reason: "\(stream.codecName) decoding failed: \(averrorText(rc))")
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "\(stream.codecName) decoding failed: \(averrorText(rc))"
+            )
         }
         var outputs: [Output] = []
         while true {
             rc = avcodec_receive_frame(context, frame)
             if rc == cshim_AVERROR_EAGAIN() || rc == cshim_AVERROR_EOF() { break }
             guard rc >= 0 else {
-                throw MediaFileError(path: path, kind: .malformed, reason: "\(stream.codecName) decoding failed: \(averrorText(rc))")
+                throw MediaFileError(
+                    path: path,
+                    kind: .malformed,
+                    reason: "\(stream.codecName) decoding failed: \(averrorText(rc))"
+                )
             }
             defer { av_frame_unref(frame) }
             outputs.append(try convert())
@@ -110,11 +124,17 @@ public final class MediaStreamDecoder {
             guard format == AV_PIX_FMT_YUV420P || format == AV_PIX_FMT_YUVJ420P else {
                 let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "\(frame.pointee.format)"
                 throw MediaFileError(
-                    path: path, kind: .unsupported, reason: "pixel format \(name); only 8-bit 4:2:0 (yuv420p) is supported")
+                    path: path,
+                    kind: .unsupported,
+                    reason: "pixel format \(name); only 8-bit 4:2:0 (yuv420p) is supported"
+                )
             }
             guard width > 0, height > 0, width % 2 == 0, height % 2 == 0 else {
                 throw MediaFileError(
-                    path: path, kind: .unsupported, reason: "odd resolution \(width)x\(height): I420 needs even sizes")
+                    path: path,
+                    kind: .unsupported,
+                    reason: "odd resolution \(width)x\(height): I420 needs even sizes"
+                )
             }
             var data = [UInt8](repeating: 0, count: VideoFrame.byteCount(width: width, height: height))
             data.withUnsafeMutableBufferPointer { out in
@@ -123,10 +143,16 @@ public final class MediaStreamDecoder {
                 for plane in 0..<3 {
                     let planeWidth = plane == 0 ? width : width / 2
                     let planeHeight = plane == 0 ? height : height / 2
-                    let stride = Int(withUnsafeBytes(of: frame.pointee.linesize) { $0.load(fromByteOffset: plane * 4, as: Int32.self) })
+                    let stride = Int(
+                        withUnsafeBytes(of: frame.pointee.linesize) {
+                            $0.load(fromByteOffset: plane * 4, as: Int32.self)
+                        }
+                    )
                     let source = withUnsafeBytes(of: frame.pointee.data) {
-                        $0.load(fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                            as: UnsafeMutablePointer<UInt8>?.self)
+                        $0.load(
+                            fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                            as: UnsafeMutablePointer<UInt8>?.self
+                        )
                     }
                     if let source {
                         for row in 0..<planeHeight {
@@ -139,8 +165,10 @@ public final class MediaStreamDecoder {
             var pts = frame.pointee.best_effort_timestamp
             if pts == cshim_AV_NOPTS_VALUE() { pts = 0 }
             let nanoseconds = av_rescale_q(
-                pts, AVRational(num: stream.timeBaseNumerator, den: stream.timeBaseDenominator),
-                AVRational(num: 1, den: 1_000_000_000))
+                pts,
+                AVRational(num: stream.timeBaseNumerator, den: stream.timeBaseDenominator),
+                AVRational(num: 1, den: 1_000_000_000)
+            )
             do throws(RawMediaError) {
                 let picture = try VideoFrame(width: width, height: height, data: data, rtpTimestamp: 0)
                 return .video(picture, .nanoseconds(nanoseconds))
@@ -148,8 +176,11 @@ public final class MediaStreamDecoder {
                 throw MediaFileError(path: path, kind: .unsupported, reason: error.description)
             }
         }
-        return .audio(samples: try interleavedPCM(), channels: Int(frame.pointee.ch_layout.nb_channels),
-            sampleRate: Int(frame.pointee.sample_rate))
+        return .audio(
+            samples: try interleavedPCM(),
+            channels: Int(frame.pointee.ch_layout.nb_channels),
+            sampleRate: Int(frame.pointee.sample_rate)
+        )
     }
 
     /// Converts any of FFmpeg's common sample formats, packed or planar, to interleaved Int16.
@@ -164,8 +195,10 @@ public final class MediaStreamDecoder {
         func pointer(_ plane: Int) -> UnsafeMutablePointer<UInt8>? {
             if plane < 8 {
                 return withUnsafeBytes(of: frame.pointee.data) {
-                    $0.load(fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                        as: UnsafeMutablePointer<UInt8>?.self)
+                    $0.load(
+                        fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                        as: UnsafeMutablePointer<UInt8>?.self
+                    )
                 }
             }
             return frame.pointee.extended_data?[plane]
@@ -179,7 +212,9 @@ public final class MediaStreamDecoder {
                 case AV_SAMPLE_FMT_S16:
                     value = Double(UnsafeRawPointer(base).load(fromByteOffset: position * 2, as: Int16.self)) / 32_768
                 case AV_SAMPLE_FMT_S32:
-                    value = Double(UnsafeRawPointer(base).load(fromByteOffset: position * 4, as: Int32.self)) / 2_147_483_648
+                    value =
+                        Double(UnsafeRawPointer(base).load(fromByteOffset: position * 4, as: Int32.self))
+                        / 2_147_483_648
                 case AV_SAMPLE_FMT_FLT:
                     value = Double(UnsafeRawPointer(base).load(fromByteOffset: position * 4, as: Float.self))
                 case AV_SAMPLE_FMT_DBL:

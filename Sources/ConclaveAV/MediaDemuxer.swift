@@ -92,14 +92,24 @@ public final class MediaDemuxer {
                 }
             let codec = mediaCodec(for: parameters.pointee.codec_id)
             let name = avcodec_get_name(parameters.pointee.codec_id).map { String(cString: $0) } ?? "unknown"
-            let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+            let rate =
+                stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
             streams.append(
                 MediaStreamInfo(
-                    index: index, kind: kind, codec: codec, codecName: name, width: Int(parameters.pointee.width),
-                    height: Int(parameters.pointee.height), sampleRate: Int(parameters.pointee.sample_rate),
-                    channels: Int(parameters.pointee.ch_layout.nb_channels), frameRateNumerator: Int(rate.num),
-                    frameRateDenominator: Int(rate.den), timeBaseNumerator: stream.pointee.time_base.num,
-                    timeBaseDenominator: stream.pointee.time_base.den))
+                    index: index,
+                    kind: kind,
+                    codec: codec,
+                    codecName: name,
+                    width: Int(parameters.pointee.width),
+                    height: Int(parameters.pointee.height),
+                    sampleRate: Int(parameters.pointee.sample_rate),
+                    channels: Int(parameters.pointee.ch_layout.nb_channels),
+                    frameRateNumerator: Int(rate.num),
+                    frameRateDenominator: Int(rate.den),
+                    timeBaseNumerator: stream.pointee.time_base.num,
+                    timeBaseDenominator: stream.pointee.time_base.den
+                )
+            )
             if codec == .h264, let extradata = parameters.pointee.extradata, parameters.pointee.extradata_size > 0 {
                 let bytes = Array(UnsafeBufferPointer(start: extradata, count: Int(parameters.pointee.extradata_size)))
                 if let converter = AVCCConverter(extradata: bytes) { converters[index] = converter }
@@ -125,8 +135,10 @@ public final class MediaDemuxer {
             if rc == cshim_AVERROR_EOF() { return nil }
             guard rc >= 0 else {
                 throw MediaFileError(
-                    path: path, kind: rc == cshim_AVERROR_INVALIDDATA() ? .malformed : .unreadable,
-                    reason: "read failed: \(averrorText(rc))")
+                    path: path,
+                    kind: rc == cshim_AVERROR_INVALIDDATA() ? .malformed : .unreadable,
+                    reason: "read failed: \(averrorText(rc))"
+                )
             }
             defer { av_packet_unref(packet) }
             let index = Int(packet.pointee.stream_index)
@@ -150,11 +162,17 @@ public final class MediaDemuxer {
             let first = firstPTS[index] ?? pts
             firstPTS[index] = first
             let nanoseconds = av_rescale_q(
-                pts - first, AVRational(num: stream.timeBaseNumerator, den: stream.timeBaseDenominator),
-                AVRational(num: 1, den: 1_000_000_000))
+                pts - first,
+                AVRational(num: stream.timeBaseNumerator, den: stream.timeBaseDenominator),
+                AVRational(num: 1, den: 1_000_000_000)
+            )
             return DemuxedPacket(
-                streamIndex: index, data: bytes, presentationTime: .nanoseconds(nanoseconds), isKeyframe: isKey,
-                rawPTS: pts)
+                streamIndex: index,
+                data: bytes,
+                presentationTime: .nanoseconds(nanoseconds),
+                isKeyframe: isKey,
+                rawPTS: pts
+            )
         }
     }
 

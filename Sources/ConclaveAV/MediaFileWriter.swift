@@ -66,17 +66,35 @@ public final class MediaFileWriter {
         public var startOffset: Duration
 
         /// A video track.
-        public static func video(_ codec: MediaCodec, width: Int, height: Int, frameRate: Int = 30,
-            startOffset: Duration = .zero) -> Track
-        {
-            Track(codec: codec, width: width, height: height, frameRate: frameRate, channels: 0, opusPreSkip: 0,
-                startOffset: startOffset)
+        public static func video(
+            _ codec: MediaCodec,
+            width: Int,
+            height: Int,
+            frameRate: Int = 30,
+            startOffset: Duration = .zero
+        ) -> Track {
+            Track(
+                codec: codec,
+                width: width,
+                height: height,
+                frameRate: frameRate,
+                channels: 0,
+                opusPreSkip: 0,
+                startOffset: startOffset
+            )
         }
 
         /// An Opus track.
         public static func opus(channels: Int, preSkip: Int = 312, startOffset: Duration = .zero) -> Track {
-            Track(codec: .opus, width: 0, height: 0, frameRate: 50, channels: channels, opusPreSkip: preSkip,
-                startOffset: startOffset)
+            Track(
+                codec: .opus,
+                width: 0,
+                height: 0,
+                frameRate: 50,
+                channels: channels,
+                opusPreSkip: preSkip,
+                startOffset: startOffset
+            )
         }
     }
 
@@ -120,13 +138,22 @@ public final class MediaFileWriter {
         let fileExtension = path.split(separator: ".").last.map(String.init) ?? ""
         guard let container = container ?? Container(pathExtension: fileExtension) else {
             throw MediaFileError(
-                path: path, kind: .unsupported,
-                reason: "cannot tell the container from the extension \".\(fileExtension)\" (use .webm, .mkv, .ogg or .ivf)")
+                path: path,
+                kind: .unsupported,
+                reason:
+                    "cannot tell the container from the extension \".\(fileExtension)\" (use .webm, .mkv, .ogg or .ivf)"
+            )
         }
         self.container = container
-        guard !tracks.isEmpty else { throw MediaFileError(path: path, kind: .unsupported, reason: "no tracks to write") }
+        guard !tracks.isEmpty else {
+            throw MediaFileError(path: path, kind: .unsupported, reason: "no tracks to write")
+        }
         for track in tracks where !container.accepts(track.codec) {
-            throw MediaFileError(path: path, kind: .unsupported, reason: "\(container.rawValue) cannot hold \(track.codec)")
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason: "\(container.rawValue) cannot hold \(track.codec)"
+            )
         }
         if container == .ivf || container == .ogg, tracks.count > 1 {
             throw MediaFileError(path: path, kind: .unsupported, reason: "\(container.rawValue) holds a single track")
@@ -137,14 +164,22 @@ public final class MediaFileWriter {
                     throw MediaFileError(path: path, kind: .unsupported, reason: error.description)
                 }
             } else if track.channels != 1 && track.channels != 2 {
-                throw MediaFileError(path: path, kind: .unsupported, reason: "\(track.channels) audio channels; only 1 or 2")
+                throw MediaFileError(
+                    path: path,
+                    kind: .unsupported,
+                    reason: "\(track.channels) audio channels; only 1 or 2"
+                )
             }
         }
 
         var created: UnsafeMutablePointer<AVFormatContext>?
         var rc = avformat_alloc_output_context2(&created, nil, container.muxerName, path)
         guard rc >= 0, let created else {
-            throw MediaFileError(path: path, kind: .unsupported, reason: "no \(container.rawValue) muxer: \(averrorText(rc))")
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason: "no \(container.rawValue) muxer: \(averrorText(rc))"
+            )
         }
         guard let packet = av_packet_alloc() else {
             avformat_free_context(created)
@@ -176,7 +211,11 @@ public final class MediaFileWriter {
         if created.pointee.oformat.pointee.flags & AVFMT_NOFILE == 0 {
             rc = avio_open(&created.pointee.pb, path, AVIO_FLAG_WRITE)
             guard rc >= 0 else {
-                throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot create the file: \(averrorText(rc))")
+                throw MediaFileError(
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "cannot create the file: \(averrorText(rc))"
+                )
             }
         }
         if !self.tracks.contains(where: { $0.track.codec == .h264 }) { try writeHeader() }
@@ -197,7 +236,9 @@ public final class MediaFileWriter {
     }
 
     private static func setExtradata(
-        _ bytes: [UInt8], on parameters: UnsafeMutablePointer<AVCodecParameters>, path: String
+        _ bytes: [UInt8],
+        on parameters: UnsafeMutablePointer<AVCodecParameters>,
+        path: String
     ) throws(MediaFileError) {
         av_freep(&parameters.pointee.extradata)
         guard let buffer = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
@@ -234,7 +275,10 @@ public final class MediaFileWriter {
         }
         guard frame.codec == tracks[index].track.codec else {
             throw MediaFileError(
-                path: path, kind: .writeFailed, reason: "\(frame.codec) frame for a \(tracks[index].track.codec) track")
+                path: path,
+                kind: .writeFailed,
+                reason: "\(frame.codec) frame for a \(tracks[index].track.codec) track"
+            )
         }
         switch state {
         case .closed:
@@ -250,7 +294,10 @@ public final class MediaFileWriter {
             held.append((frame, index))
             guard held.count <= Self.holdLimit else {
                 throw MediaFileError(
-                    path: path, kind: .writeFailed, reason: "no H264 keyframe with SPS/PPS in the first \(Self.holdLimit) frames")
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "no H264 keyframe with SPS/PPS in the first \(Self.holdLimit) frames"
+                )
             }
             guard !tracks.contains(where: { $0.track.codec == .h264 && $0.parameterSets == nil }) else { return }
             try writeHeader()
@@ -282,8 +329,10 @@ public final class MediaFileWriter {
         if let last = state.lastPTS, pts <= last {
             tracks[index] = state
             throw MediaFileError(
-                path: path, kind: .malformed,
-                reason: "track \(index) timestamp \(frame.rtpTimestamp) does not advance (out of order or duplicate)")
+                path: path,
+                kind: .malformed,
+                reason: "track \(index) timestamp \(frame.rtpTimestamp) does not advance (out of order or duplicate)"
+            )
         }
         state.lastPTS = pts
         tracks[index] = state
@@ -341,7 +390,10 @@ public final class MediaFileWriter {
             state = .closed
             if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
             throw MediaFileError(
-                path: path, kind: .writeFailed, reason: "no H264 keyframe with SPS/PPS arrived; the file has no content")
+                path: path,
+                kind: .writeFailed,
+                reason: "no H264 keyframe with SPS/PPS arrived; the file has no content"
+            )
         case .writing:
             state = .closed
             let trailer = av_write_trailer(context)
@@ -352,7 +404,11 @@ public final class MediaFileWriter {
             }
             let closed = context.pointee.pb != nil ? avio_closep(&context.pointee.pb) : 0
             if trailer < 0 {
-                throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot write the trailer: \(averrorText(trailer))")
+                throw MediaFileError(
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "cannot write the trailer: \(averrorText(trailer))"
+                )
             }
             if ioError < 0 { throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(ioError)) }
             if closed < 0 { throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(closed)) }

@@ -47,7 +47,9 @@ public enum H264AnnexB {
             let begin = start.offset + start.length
             let end = position + 1 < starts.count ? starts[position + 1].offset : bytes.count
             guard begin < end else { continue }
-            units.append(NALUnit(startCodeOffset: start.offset, startCodeLength: start.length, payload: bytes[begin..<end]))
+            units.append(
+                NALUnit(startCodeOffset: start.offset, startCodeLength: start.length, payload: bytes[begin..<end])
+            )
         }
         return units
     }
@@ -97,8 +99,11 @@ public enum H264AnnexB {
             let ppsID = reader.readUnsigned()
         else { return nil }
         return SliceHeader(
-            firstMacroblock: firstMacroblock, sliceType: sliceType, pictureParameterSetID: ppsID,
-            bitLength: reader.bitPosition)
+            firstMacroblock: firstMacroblock,
+            sliceType: sliceType,
+            pictureParameterSetID: ppsID,
+            bitLength: reader.bitPosition
+        )
     }
 }
 

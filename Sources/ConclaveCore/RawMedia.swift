@@ -61,7 +61,10 @@ public struct VideoFrame: Sendable, Hashable {
         }
         guard width % 2 == 0, height % 2 == 0 else {
             throw .unsupportedResolution(
-                width: width, height: height, reason: "I420 needs an even width and height")
+                width: width,
+                height: height,
+                reason: "I420 needs an even width and height"
+            )
         }
     }
 }

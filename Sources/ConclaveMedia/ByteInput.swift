@@ -85,8 +85,11 @@ final class ByteInput {
         if available == 0 && count > 0 { return nil }
         guard available >= count else {
             throw MediaFileError(
-                path: path, kind: .truncated, reason: "\(what) needs \(count) bytes, only \(available) left",
-                byteOffset: offset)
+                path: path,
+                kind: .truncated,
+                reason: "\(what) needs \(count) bytes, only \(available) left",
+                byteOffset: offset
+            )
         }
         let bytes = Array(buffer[position..<(position + count)])
         position += count
@@ -135,7 +138,12 @@ final class ByteInput {
             try fill(1)
             guard position < buffer.count else {
                 if line.isEmpty { return nil }
-                throw MediaFileError(path: path, kind: .truncated, reason: "\(what) has no line end", byteOffset: offset)
+                throw MediaFileError(
+                    path: path,
+                    kind: .truncated,
+                    reason: "\(what) has no line end",
+                    byteOffset: offset
+                )
             }
             let byte = buffer[position]
             position += 1
@@ -144,7 +152,11 @@ final class ByteInput {
             line.append(byte)
             guard line.count <= maxLength else {
                 throw MediaFileError(
-                    path: path, kind: .malformed, reason: "\(what) longer than \(maxLength) bytes", byteOffset: offset)
+                    path: path,
+                    kind: .malformed,
+                    reason: "\(what) longer than \(maxLength) bytes",
+                    byteOffset: offset
+                )
             }
         }
     }

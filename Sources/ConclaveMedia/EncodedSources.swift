@@ -63,11 +63,23 @@ public struct VideoEncoderSettings: Sendable, Hashable {
     public func makeEncoder() throws -> any VideoEncoding {
         switch codec {
         case .vp8:
-            return try VP8Encoder(configuration: VP8EncoderConfiguration(
-                width: width, height: height, frameRate: frameRate, bitrate: bitrate))
+            return try VP8Encoder(
+                configuration: VP8EncoderConfiguration(
+                    width: width,
+                    height: height,
+                    frameRate: frameRate,
+                    bitrate: bitrate
+                )
+            )
         case .h264:
-            return try H264Encoder(configuration: H264EncoderConfiguration(
-                width: width, height: height, frameRate: frameRate, bitrate: bitrate))
+            return try H264Encoder(
+                configuration: H264EncoderConfiguration(
+                    width: width,
+                    height: height,
+                    frameRate: frameRate,
+                    bitrate: bitrate
+                )
+            )
         case .opus:
             throw MediaSourceError.codecMismatch(expected: "a video codec", actual: codec)
         }
@@ -181,15 +193,21 @@ public final class FileMediaSource: EncodedFrameSource {
     ///     (the file's own size is used when it is even-sized).
     ///   - audio: Opus settings used when transcoding audio.
     public init(
-        path: String, codec: MediaCodec, loop: Bool = false, initialTimestamp: UInt32 = 0,
-        video: VideoEncoderSettings? = nil, audio: OpusEncoderConfiguration = OpusEncoderConfiguration()
+        path: String,
+        codec: MediaCodec,
+        loop: Bool = false,
+        initialTimestamp: UInt32 = 0,
+        video: VideoEncoderSettings? = nil,
+        audio: OpusEncoderConfiguration = OpusEncoderConfiguration()
     ) throws {
         let demuxer = try MediaDemuxer(path: path)
         guard let stream = demuxer.firstStream(of: codec.kind) else {
             let found = demuxer.streams.map(\.codecName).joined(separator: ", ")
             throw MediaFileError(
-                path: path, kind: .unsupported,
-                reason: "no \(codec.kind.rawValue) stream (found: \(found.isEmpty ? "nothing" : found))")
+                path: path,
+                kind: .unsupported,
+                reason: "no \(codec.kind.rawValue) stream (found: \(found.isEmpty ? "nothing" : found))"
+            )
         }
         self.demuxer = demuxer
         self.stream = stream
@@ -206,14 +224,18 @@ public final class FileMediaSource: EncodedFrameSource {
         if codec.kind == .video {
             guard stream.width % 2 == 0, stream.height % 2 == 0, stream.width > 0, stream.height > 0 else {
                 throw MediaFileError(
-                    path: path, kind: .unsupported,
-                    reason: "odd resolution \(stream.width)x\(stream.height): I420 needs even sizes")
+                    path: path,
+                    kind: .unsupported,
+                    reason: "odd resolution \(stream.width)x\(stream.height): I420 needs even sizes"
+                )
             }
             var settings = video ?? VideoEncoderSettings(codec: codec)
             settings.codec = codec
             settings.width = stream.width
             settings.height = stream.height
-            if let rate = stream.frameRate, video == nil { settings.frameRate = max(1, rate.numerator / max(1, rate.denominator)) }
+            if let rate = stream.frameRate, video == nil {
+                settings.frameRate = max(1, rate.numerator / max(1, rate.denominator))
+            }
             videoEncoder = try settings.makeEncoder()
         } else {
             audioEncoder = try OpusAudioEncoder(configuration: audio)
@@ -263,8 +285,11 @@ public final class FileMediaSource: EncodedFrameSource {
         let due = loopOffset + packet.presentationTime
         if isPassThrough {
             let frame = EncodedFrame(
-                codec: codec, data: packet.data, rtpTimestamp: snappedTimestamp(for: due),
-                isKeyframe: packet.isKeyframe)
+                codec: codec,
+                data: packet.data,
+                rtpTimestamp: snappedTimestamp(for: due),
+                isKeyframe: packet.isKeyframe
+            )
             queue.append(TimedFrame(frame: frame, mediaTime: due))
         } else if let decoder {
             try handle(decoder.decode(packet))
@@ -279,7 +304,8 @@ public final class FileMediaSource: EncodedFrameSource {
         var ticks = time.ticks(clockRate: Int(codec.clockRate))
         if codec.kind == .video, let rate = stream.frameRate, rate.numerator > 0, rate.denominator > 0 {
             let nanoseconds = time.ticks(clockRate: 1_000_000_000)
-            let frames = (nanoseconds * Int64(rate.numerator) + Int64(rate.denominator) * 500_000_000)
+            let frames =
+                (nanoseconds * Int64(rate.numerator) + Int64(rate.denominator) * 500_000_000)
                 / (Int64(rate.denominator) * 1_000_000_000)
             ticks = frames * Int64(codec.clockRate) * Int64(rate.denominator) / Int64(rate.numerator)
         }
@@ -319,7 +345,10 @@ public final class FileMediaSource: EncodedFrameSource {
             let due = Duration.milliseconds(20 * audioBlocks)
             audioBlocks += 1
             let frame = try AudioFrame(
-                channels: encoder.configuration.channels, samples: block, rtpTimestamp: timestamp(for: due))
+                channels: encoder.configuration.channels,
+                samples: block,
+                rtpTimestamp: timestamp(for: due)
+            )
             if let packet = try encoder.encode(frame) { queue.append(TimedFrame(frame: packet, mediaTime: due)) }
         }
     }

@@ -31,7 +31,10 @@ public struct PatternLayout: Sendable, Hashable {
         let cell = (width / PatternLayout.columns) & ~1
         guard cell >= 4, height >= cell * PatternLayout.rows + 8 else {
             throw .unsupportedResolution(
-                width: width, height: height, reason: "the test pattern needs at least 64x16 pixels")
+                width: width,
+                height: height,
+                reason: "the test pattern needs at least 64x16 pixels"
+            )
         }
         self.width = width
         self.height = height
@@ -92,8 +95,12 @@ public final class PatternSource: VideoFrameSource {
         if let frameLimit, frameIndex >= frameLimit { return nil }
         let index = frameIndex
         frameIndex += 1
-        return try PatternSource.render(layout: layout, frameNumber: index, flash: timeline.startsSecond(frame: index),
-            rtpTimestamp: timeline.rtpTimestamp(forFrame: index))
+        return try PatternSource.render(
+            layout: layout,
+            frameNumber: index,
+            flash: timeline.startsSecond(frame: index),
+            rtpTimestamp: timeline.rtpTimestamp(forFrame: index)
+        )
     }
 
     /// Draws one picture.

@@ -27,8 +27,12 @@ public final class ToneSource: AudioFrameSource {
 
     /// Creates a tone; `beepMilliseconds` is the beep length.
     public init(
-        channels: Int = 1, frequency: Double = 440, beepFrequency: Double = 1_000, beepMilliseconds: Int = 100,
-        frameLimit: Int? = nil, initialTimestamp: UInt32 = 0
+        channels: Int = 1,
+        frequency: Double = 440,
+        beepFrequency: Double = 1_000,
+        beepMilliseconds: Int = 100,
+        frameLimit: Int? = nil,
+        initialTimestamp: UInt32 = 0
     ) throws(RawMediaError) {
         guard channels == 1 || channels == 2 else { throw .unsupportedChannelCount(channels) }
         self.channels = channels
@@ -55,7 +59,10 @@ public final class ToneSource: AudioFrameSource {
             for channel in 0..<channels { samples[offset * channels + channel] = pcm }
         }
         let frame = try AudioFrame(
-            channels: channels, samples: samples, rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex))
+            channels: channels,
+            samples: samples,
+            rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex)
+        )
         frameIndex += 1
         return frame
     }

@@ -33,7 +33,12 @@ public final class WAVReader: AudioFrameSource {
             throw MediaFileError(path: path, kind: .truncated, reason: "empty file, expected a RIFF/WAVE header")
         }
         guard riff.starts(with: Array("RIFF".utf8)), Array(riff[8..<12]) == Array("WAVE".utf8) else {
-            throw MediaFileError(path: path, kind: .malformed, reason: "not a WAV file (no RIFF/WAVE signature)", byteOffset: 0)
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "not a WAV file (no RIFF/WAVE signature)",
+                byteOffset: 0
+            )
         }
         var format: (channels: Int, rate: Int, bits: Int)?
         while true {
@@ -43,15 +48,23 @@ public final class WAVReader: AudioFrameSource {
             let size = Int(header.littleEndian32(at: 4) ?? 0)
             if identifier == "fmt " {
                 guard size >= 16, size <= 1_024 else {
-                    throw MediaFileError(path: path, kind: .malformed, reason: "fmt chunk of \(size) bytes", byteOffset: chunkOffset)
+                    throw MediaFileError(
+                        path: path,
+                        kind: .malformed,
+                        reason: "fmt chunk of \(size) bytes",
+                        byteOffset: chunkOffset
+                    )
                 }
                 let body = try input.require(size + size % 2, what: "fmt chunk")
                 var tag = body.littleEndian16(at: 0) ?? 0
                 if tag == 0xFFFE, size >= 26 { tag = body.littleEndian16(at: 24) ?? 0 }
                 guard tag == 1 else {
                     throw MediaFileError(
-                        path: path, kind: .unsupported, reason: "audio format \(tag); only 16-bit PCM is supported",
-                        byteOffset: chunkOffset)
+                        path: path,
+                        kind: .unsupported,
+                        reason: "audio format \(tag); only 16-bit PCM is supported",
+                        byteOffset: chunkOffset
+                    )
                 }
                 format = (
                     Int(body.littleEndian16(at: 2) ?? 0), Int(body.littleEndian32(at: 4) ?? 0),
@@ -59,17 +72,33 @@ public final class WAVReader: AudioFrameSource {
                 )
             } else if identifier == "data" {
                 guard let format else {
-                    throw MediaFileError(path: path, kind: .malformed, reason: "data chunk before fmt chunk", byteOffset: chunkOffset)
+                    throw MediaFileError(
+                        path: path,
+                        kind: .malformed,
+                        reason: "data chunk before fmt chunk",
+                        byteOffset: chunkOffset
+                    )
                 }
                 guard format.bits == 16 else {
-                    throw MediaFileError(path: path, kind: .unsupported, reason: "\(format.bits)-bit samples; only 16-bit")
+                    throw MediaFileError(
+                        path: path,
+                        kind: .unsupported,
+                        reason: "\(format.bits)-bit samples; only 16-bit"
+                    )
                 }
                 guard format.channels == 1 || format.channels == 2 else {
-                    throw MediaFileError(path: path, kind: .unsupported, reason: "\(format.channels) channels; only 1 or 2")
+                    throw MediaFileError(
+                        path: path,
+                        kind: .unsupported,
+                        reason: "\(format.channels) channels; only 1 or 2"
+                    )
                 }
                 guard format.rate == AudioFrame.sampleRate else {
                     throw MediaFileError(
-                        path: path, kind: .unsupported, reason: "sample rate \(format.rate) Hz; only 48000 Hz is supported")
+                        path: path,
+                        kind: .unsupported,
+                        reason: "sample rate \(format.rate) Hz; only 48000 Hz is supported"
+                    )
                 }
                 channels = format.channels
                 remainingData = size
@@ -77,7 +106,12 @@ public final class WAVReader: AudioFrameSource {
                 return
             } else {
                 guard input.skipAvailable(size + size % 2) == size + size % 2 else {
-                    throw MediaFileError(path: path, kind: .truncated, reason: "\(identifier) chunk runs past the end", byteOffset: chunkOffset)
+                    throw MediaFileError(
+                        path: path,
+                        kind: .truncated,
+                        reason: "\(identifier) chunk runs past the end",
+                        byteOffset: chunkOffset
+                    )
                 }
             }
         }
@@ -98,11 +132,19 @@ public final class WAVReader: AudioFrameSource {
         }
         do throws(RawMediaError) {
             let frame = try AudioFrame(
-                channels: channels, samples: samples, rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex))
+                channels: channels,
+                samples: samples,
+                rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex)
+            )
             frameIndex += 1
             return frame
         } catch {
-            throw MediaFileError(path: input.path, kind: .malformed, reason: error.description, byteOffset: input.offset)
+            throw MediaFileError(
+                path: input.path,
+                kind: .malformed,
+                reason: error.description,
+                byteOffset: input.offset
+            )
         }
     }
 }

@@ -35,7 +35,12 @@ public final class Y4MReader: VideoFrameSource {
         }
         let fields = line.split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
         guard fields.first == "YUV4MPEG2" else {
-            throw MediaFileError(path: path, kind: .malformed, reason: "not a Y4M file (no YUV4MPEG2 signature)", byteOffset: 0)
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "not a Y4M file (no YUV4MPEG2 signature)",
+                byteOffset: 0
+            )
         }
         var width: Int?
         var height: Int?
@@ -53,12 +58,20 @@ public final class Y4MReader: VideoFrameSource {
                 {
                     rate = (numerator, denominator)
                 } else {
-                    throw MediaFileError(path: path, kind: .malformed, reason: "bad frame rate F\(value)", byteOffset: 0)
+                    throw MediaFileError(
+                        path: path,
+                        kind: .malformed,
+                        reason: "bad frame rate F\(value)",
+                        byteOffset: 0
+                    )
                 }
             case "C":
                 guard value.hasPrefix("420") else {
                     throw MediaFileError(
-                        path: path, kind: .unsupported, reason: "chroma C\(value); only 4:2:0 (C420*) is supported")
+                        path: path,
+                        kind: .unsupported,
+                        reason: "chroma C\(value); only 4:2:0 (C420*) is supported"
+                    )
                 }
             default: continue
             }
@@ -78,7 +91,11 @@ public final class Y4MReader: VideoFrameSource {
         self.height = height
         self.frameBytes = VideoFrame.byteCount(width: width, height: height)
         self.timeline = FrameTimeline(
-            clockRate: 90_000, rateNumerator: rate.0, rateDenominator: rate.1, initialTimestamp: initialTimestamp)
+            clockRate: 90_000,
+            rateNumerator: rate.0,
+            rateDenominator: rate.1,
+            initialTimestamp: initialTimestamp
+        )
     }
 
     public func nextFrame() throws(MediaFileError) -> VideoFrame? {
@@ -86,14 +103,21 @@ public final class Y4MReader: VideoFrameSource {
         guard let line = try input.readLine(maxLength: 1_024, what: "FRAME marker") else { return nil }
         guard line.starts(with: Array("FRAME".utf8)) else {
             throw MediaFileError(
-                path: input.path, kind: .malformed, reason: "expected FRAME marker for frame \(frameIndex)",
-                byteOffset: frameOffset)
+                path: input.path,
+                kind: .malformed,
+                reason: "expected FRAME marker for frame \(frameIndex)",
+                byteOffset: frameOffset
+            )
         }
         let pixels = try input.require(frameBytes, what: "frame \(frameIndex) pixels")
         let frame: VideoFrame
         do throws(RawMediaError) {
             frame = try VideoFrame(
-                width: width, height: height, data: pixels, rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex))
+                width: width,
+                height: height,
+                data: pixels,
+                rtpTimestamp: timeline.rtpTimestamp(forFrame: frameIndex)
+            )
         } catch {
             throw MediaFileError(path: input.path, kind: .malformed, reason: error.description, byteOffset: frameOffset)
         }

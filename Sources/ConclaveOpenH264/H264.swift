@@ -34,7 +34,11 @@ public struct H264EncoderConfiguration: Sendable, Hashable {
 
     /// Creates a configuration.
     public init(
-        width: Int = 640, height: Int = 480, frameRate: Int = 30, bitrate: Int = 1_000_000, threads: Int = 1,
+        width: Int = 640,
+        height: Int = 480,
+        frameRate: Int = 30,
+        bitrate: Int = 1_000_000,
+        threads: Int = 1,
         keyframeInterval: Int = 0
     ) {
         self.width = width
@@ -163,7 +167,9 @@ public final class H264Encoder: VideoEncoding {
         guard frame.width == configuration.width, frame.height == configuration.height else {
             throw H264CodecError(
                 "encode",
-                reason: "frame is \(frame.width)x\(frame.height), encoder \(configuration.width)x\(configuration.height)")
+                reason:
+                    "frame is \(frame.width)x\(frame.height), encoder \(configuration.width)x\(configuration.height)"
+            )
         }
         if forceKeyframe { _ = cshim_openh264_encoder_force_intra_frame(encoder, true) }
         var info = SFrameBSInfo()
@@ -197,8 +203,11 @@ public final class H264Encoder: VideoEncoding {
         let isKey = info.eFrameType == videoFrameTypeIDR
         return [
             EncodedFrame(
-                codec: .h264, data: H264AnnexB.withFourByteStartCodes(bytes), rtpTimestamp: frame.rtpTimestamp,
-                isKeyframe: isKey)
+                codec: .h264,
+                data: H264AnnexB.withFourByteStartCodes(bytes),
+                rtpTimestamp: frame.rtpTimestamp,
+                isKeyframe: isKey
+            )
         ]
     }
 }
@@ -241,8 +250,12 @@ public final class H264Decoder: VideoDecoding {
         var info = SBufferInfo()
         let state = withUnsafeMutableBytes(of: &planes) { raw in
             cshim_openh264_decoder_decode_frame_no_delay(
-                decoder, frame.data, Int32(frame.data.count),
-                raw.baseAddress?.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self), &info)
+                decoder,
+                frame.data,
+                Int32(frame.data.count),
+                raw.baseAddress?.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self),
+                &info
+            )
         }
         guard state == dsErrorFree else {
             throw H264CodecError("decode", reason: "openh264 decoding state 0x\(String(state.rawValue, radix: 16))")

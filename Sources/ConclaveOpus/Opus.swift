@@ -45,8 +45,12 @@ public struct OpusEncoderConfiguration: Sendable, Hashable {
 
     /// Creates a configuration; the defaults match a browser's voice call.
     public init(
-        channels: Int = 1, bitrate: Int = 32_000, inbandFEC: Bool = true, expectedPacketLossPercent: Int = 10,
-        dtx: Bool = false, complexity: Int = 9
+        channels: Int = 1,
+        bitrate: Int = 32_000,
+        inbandFEC: Bool = true,
+        expectedPacketLossPercent: Int = 10,
+        dtx: Bool = false,
+        complexity: Int = 9
     ) {
         self.channels = channels
         self.bitrate = bitrate
@@ -77,7 +81,11 @@ public final class OpusAudioEncoder {
         var error: Int32 = OPUS_OK
         guard
             let encoder = opus_encoder_create(
-                Int32(AudioFrame.sampleRate), Int32(configuration.channels), OPUS_APPLICATION_VOIP, &error),
+                Int32(AudioFrame.sampleRate),
+                Int32(configuration.channels),
+                OPUS_APPLICATION_VOIP,
+                &error
+            ),
             error == OPUS_OK
         else { throw OpusCodecError("create encoder", code: error) }
         self.encoder = encoder
@@ -88,9 +96,15 @@ public final class OpusAudioEncoder {
         try check(
             "set packet loss",
             cshim_opus_encoder_set_packet_loss_perc(
-                encoder, Int32(clamping: max(0, min(100, configuration.expectedPacketLossPercent)))))
+                encoder,
+                Int32(clamping: max(0, min(100, configuration.expectedPacketLossPercent)))
+            )
+        )
         try check("set DTX", cshim_opus_encoder_set_dtx(encoder, configuration.dtx ? 1 : 0))
-        try check("set complexity", cshim_opus_encoder_set_complexity(encoder, Int32(clamping: configuration.complexity)))
+        try check(
+            "set complexity",
+            cshim_opus_encoder_set_complexity(encoder, Int32(clamping: configuration.complexity))
+        )
     }
 
     deinit { opus_encoder_destroy(encoder) }
@@ -115,18 +129,26 @@ public final class OpusAudioEncoder {
     public func encode(_ frame: AudioFrame) throws(OpusCodecError) -> EncodedFrame? {
         guard frame.channels == configuration.channels else {
             throw OpusCodecError(
-                "encode", reason: "frame has \(frame.channels) channels, encoder \(configuration.channels)")
+                "encode",
+                reason: "frame has \(frame.channels) channels, encoder \(configuration.channels)"
+            )
         }
         guard frame.samplesPerChannel == Self.samplesPerFrame else {
             throw OpusCodecError(
-                "encode", reason: "frame has \(frame.samplesPerChannel) samples per channel, expected 960 (20 ms)")
+                "encode",
+                reason: "frame has \(frame.samplesPerChannel) samples per channel, expected 960 (20 ms)"
+            )
         }
         let capacity = Int32(output.count)
         let count = opus_encode(encoder, frame.samples, Int32(Self.samplesPerFrame), &output, capacity)
         guard count >= 0 else { throw OpusCodecError("encode", code: count) }
         if configuration.dtx && count <= 2 { return nil }
         return EncodedFrame(
-            codec: .opus, data: Array(output[0..<Int(count)]), rtpTimestamp: frame.rtpTimestamp, isKeyframe: true)
+            codec: .opus,
+            data: Array(output[0..<Int(count)]),
+            rtpTimestamp: frame.rtpTimestamp,
+            isKeyframe: true
+        )
     }
 
     private func check(_ operation: String, _ code: Int32) throws(OpusCodecError) {

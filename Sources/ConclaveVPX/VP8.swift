@@ -45,8 +45,13 @@ public struct VP8EncoderConfiguration: Sendable, Hashable {
 
     /// Creates a configuration.
     public init(
-        width: Int = 640, height: Int = 480, frameRate: Int = 30, bitrate: Int = 1_000_000, speed: Int = -6,
-        threads: Int = 1, keyframeInterval: Int = 3_000
+        width: Int = 640,
+        height: Int = 480,
+        frameRate: Int = 30,
+        bitrate: Int = 1_000_000,
+        speed: Int = -6,
+        threads: Int = 1,
+        keyframeInterval: Int = 3_000
     ) {
         self.width = width
         self.height = height
@@ -155,7 +160,9 @@ public final class VP8Encoder: VideoEncoding {
         guard frame.width == configuration.width, frame.height == configuration.height else {
             throw VPXCodecError(
                 "encode",
-                reason: "frame is \(frame.width)x\(frame.height), encoder \(configuration.width)x\(configuration.height)")
+                reason:
+                    "frame is \(frame.width)x\(frame.height), encoder \(configuration.width)x\(configuration.height)"
+            )
         }
         let pts = timestamps.unwrap(frame.rtpTimestamp)
         let duration = UInt(90_000 / configuration.frameRate)
@@ -235,10 +242,20 @@ public final class VP8Decoder: VideoDecoding {
         data.withUnsafeMutableBufferPointer { out in
             guard let base = out.baseAddress else { return }
             copyPlane(from: planes.0, stride: strides.0, to: base, width: width, height: height)
-            copyPlane(from: planes.1, stride: strides.1, to: base + width * height, width: width / 2, height: height / 2)
             copyPlane(
-                from: planes.2, stride: strides.2, to: base + width * height + (width / 2) * (height / 2),
-                width: width / 2, height: height / 2)
+                from: planes.1,
+                stride: strides.1,
+                to: base + width * height,
+                width: width / 2,
+                height: height / 2
+            )
+            copyPlane(
+                from: planes.2,
+                stride: strides.2,
+                to: base + width * height + (width / 2) * (height / 2),
+                width: width / 2,
+                height: height / 2
+            )
         }
         do throws(RawMediaError) {
             return try VideoFrame(width: width, height: height, data: data, rtpTimestamp: timestamp)
@@ -250,7 +267,10 @@ public final class VP8Decoder: VideoDecoding {
 
 /// Copies `height` rows of `width` bytes from a strided plane into a packed one.
 func copyPlane(
-    from source: UnsafeMutablePointer<UInt8>?, stride: Int, to destination: UnsafeMutablePointer<UInt8>, width: Int,
+    from source: UnsafeMutablePointer<UInt8>?,
+    stride: Int,
+    to destination: UnsafeMutablePointer<UInt8>,
+    width: Int,
     height: Int
 ) {
     guard let source else { return }

@@ -9,7 +9,10 @@ import Testing
 @Suite("Bad input")
 struct BadInputTests {
     func expectFileError(
-        _ path: String, kind: MediaFileError.Kind, mentions words: [String], _ body: () throws -> Void,
+        _ path: String,
+        kind: MediaFileError.Kind,
+        mentions words: [String],
+        _ body: () throws -> Void,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         do {
@@ -20,7 +23,11 @@ struct BadInputTests {
             #expect(error.kind == kind, "\(error)", sourceLocation: sourceLocation)
             #expect(error.description.contains(path), sourceLocation: sourceLocation)
             for word in words {
-                #expect(error.description.contains(word), "\(error) should mention \(word)", sourceLocation: sourceLocation)
+                #expect(
+                    error.description.contains(word),
+                    "\(error) should mention \(word)",
+                    sourceLocation: sourceLocation
+                )
             }
         } catch {
             Issue.record("untyped error \(error)", sourceLocation: sourceLocation)
@@ -42,10 +49,14 @@ struct BadInputTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = directory.appendingPathComponent("missing.y4m").path
         expectFileError(missing, kind: .unreadable, mentions: ["no such file"]) { _ = try Y4MReader(path: missing) }
-        expectFileError(directory.path, kind: .unreadable, mentions: ["directory"]) { _ = try WAVReader(path: directory.path) }
+        expectFileError(directory.path, kind: .unreadable, mentions: ["directory"]) {
+            _ = try WAVReader(path: directory.path)
+        }
         let webm = directory.appendingPathComponent("missing.webm").path
         expectFileError(webm, kind: .unreadable, mentions: ["cannot open"]) { _ = try MediaDemuxer(path: webm) }
-        expectFileError(webm, kind: .unreadable, mentions: ["No such file"]) { _ = try FileMediaSource(path: webm, codec: .vp8) }
+        expectFileError(webm, kind: .unreadable, mentions: ["No such file"]) {
+            _ = try FileMediaSource(path: webm, codec: .vp8)
+        }
         let noWrite = directory.appendingPathComponent("no/such/dir/out.webm").path
         expectFileError(noWrite, kind: .writeFailed, mentions: ["cannot create"]) {
             _ = try MediaFileWriter(path: noWrite, tracks: [.opus(channels: 1)])
@@ -87,9 +98,13 @@ struct BadInputTests {
             _ = try Y4MReader(bytes: y4m(chroma: "C444"), name: "c444.y4m")
         }
         var wav = WAVHeader.bytes(channels: 1, rate: 44_100, bits: 16, dataBytes: 0)
-        expectFileError("441.wav", kind: .unsupported, mentions: ["44100"]) { _ = try WAVReader(bytes: wav, name: "441.wav") }
+        expectFileError("441.wav", kind: .unsupported, mentions: ["44100"]) {
+            _ = try WAVReader(bytes: wav, name: "441.wav")
+        }
         wav = WAVHeader.bytes(channels: 1, rate: 48_000, bits: 8, dataBytes: 0)
-        expectFileError("8bit.wav", kind: .unsupported, mentions: ["8-bit"]) { _ = try WAVReader(bytes: wav, name: "8bit.wav") }
+        expectFileError("8bit.wav", kind: .unsupported, mentions: ["8-bit"]) {
+            _ = try WAVReader(bytes: wav, name: "8bit.wav")
+        }
         expectFileError("video.ogg", kind: .unsupported, mentions: ["ogg cannot hold vp8"]) {
             _ = try MediaFileWriter(path: "video.ogg", tracks: [.video(.vp8, width: 64, height: 48)])
         }
@@ -106,8 +121,11 @@ struct BadInputTests {
         let path = directory.appendingPathComponent("rgb.mkv").path
         let made = try runProcess(
             try tool("ffmpeg"),
-            ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=0.5", "-c:v", "ffv1",
-                "-pix_fmt", "bgr0", "-y", path])
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=0.5", "-c:v", "ffv1",
+                "-pix_fmt", "bgr0", "-y", path,
+            ]
+        )
         #expect(made.succeeded, "\(made.errorOutput)")
         expectFileError(path, kind: .unsupported, mentions: ["pixel format", "bgr0"]) {
             let source = try FileMediaSource(path: path, codec: .vp8)
@@ -129,17 +147,26 @@ struct BadInputTests {
         let path = directory.appendingPathComponent("odd.mkv").path
         let made = try runProcess(
             try tool("ffmpeg"),
-            ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=65x49:rate=10:duration=0.5", "-c:v", "ffv1",
-                "-pix_fmt", "yuv444p", "-y", path])
+            [
+                "-v", "error", "-f", "lavfi", "-i", "testsrc=size=65x49:rate=10:duration=0.5", "-c:v", "ffv1",
+                "-pix_fmt", "yuv444p", "-y", path,
+            ]
+        )
         #expect(made.succeeded, "\(made.errorOutput)")
-        expectFileError(path, kind: .unsupported, mentions: ["65x49"]) { _ = try FileMediaSource(path: path, codec: .h264) }
+        expectFileError(path, kind: .unsupported, mentions: ["65x49"]) {
+            _ = try FileMediaSource(path: path, codec: .h264)
+        }
     }
 
     @Test("A full disk fails the write with the file and the reason")
     func diskFull() throws {
         let writer = try MediaFileWriter(path: "/dev/full", container: .webm, tracks: [.opus(channels: 1)])
-        let packet = EncodedFrame(codec: .opus, data: [0x78] + [UInt8](repeating: 0x55, count: 200), rtpTimestamp: 0,
-            isKeyframe: true)
+        let packet = EncodedFrame(
+            codec: .opus,
+            data: [0x78] + [UInt8](repeating: 0x55, count: 200),
+            rtpTimestamp: 0,
+            isKeyframe: true
+        )
         do {
             // The muxer buffers; a few hundred kilobytes force it to the device.
             for index in 0..<5_000 {

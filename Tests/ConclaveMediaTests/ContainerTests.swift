@@ -15,12 +15,21 @@ struct ContainerTests {
     /// Three seconds of pattern (VP8 or H264) and tone (Opus) with random-looking RTP bases.
     func writeCall(codec: MediaCodec, path: String) throws -> (video: [EncodedFrame], audio: [EncodedFrame]) {
         let video = EncodingVideoSource(
-            raw: try PatternSource(width: 320, height: 240, frameRate: 30, frameLimit: 90, initialTimestamp: 0xFFFF_0000),
-            encoder: try VideoEncoderSettings(codec: codec, width: 320, height: 240, bitrate: 400_000).makeEncoder())
+            raw: try PatternSource(
+                width: 320,
+                height: 240,
+                frameRate: 30,
+                frameLimit: 90,
+                initialTimestamp: 0xFFFF_0000
+            ),
+            encoder: try VideoEncoderSettings(codec: codec, width: 320, height: 240, bitrate: 400_000).makeEncoder()
+        )
         let opus = try OpusAudioEncoder()
         let audio = EncodingAudioSource(raw: try ToneSource(frameLimit: 150, initialTimestamp: 12_345), encoder: opus)
         let writer = try MediaFileWriter(
-            path: path, tracks: [.video(codec, width: 320, height: 240), .opus(channels: 1, preSkip: opus.lookahead)])
+            path: path,
+            tracks: [.video(codec, width: 320, height: 240), .opus(channels: 1, preSkip: opus.lookahead)]
+        )
         var videoFrames: [EncodedFrame] = []
         var audioFrames: [EncodedFrame] = []
         var nextVideo = try video.nextFrame()
@@ -41,8 +50,10 @@ struct ContainerTests {
         return (videoFrames, audioFrames)
     }
 
-    @Test("Pattern + tone through WebM and Matroska: frames intact, every number once, flashes within one frame of beeps",
-        arguments: [MediaCodec.vp8, .h264])
+    @Test(
+        "Pattern + tone through WebM and Matroska: frames intact, every number once, flashes within one frame of beeps",
+        arguments: [MediaCodec.vp8, .h264]
+    )
     func avSync(codec: MediaCodec) throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -60,7 +71,9 @@ struct ContainerTests {
         var videoPackets: [DemuxedPacket] = []
         var audioPackets: [DemuxedPacket] = []
         while let packet = try demuxer.readPacket() {
-            if packet.streamIndex == videoIndex { videoPackets.append(packet) } else if packet.streamIndex == audioIndex {
+            if packet.streamIndex == videoIndex {
+                videoPackets.append(packet)
+            } else if packet.streamIndex == audioIndex {
                 audioPackets.append(packet)
             }
         }
@@ -106,7 +119,9 @@ struct ContainerTests {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("join.mkv").path
-        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 160, height: 120, bitrate: 200_000))
+        let encoder = try H264Encoder(
+            configuration: H264EncoderConfiguration(width: 160, height: 120, bitrate: 200_000)
+        )
         let pattern = try PatternSource(width: 160, height: 120, frameRate: 30, frameLimit: 30)
         var video: [EncodedFrame] = []
         var index = 0
@@ -119,7 +134,10 @@ struct ContainerTests {
         var audio: [EncodedFrame] = []
         while let block = try tone.nextFrame() { audio.append(try #require(try opus.encode(block))) }
 
-        let writer = try MediaFileWriter(path: path, tracks: [.video(.h264, width: 160, height: 120), .opus(channels: 1)])
+        let writer = try MediaFileWriter(
+            path: path,
+            tracks: [.video(.h264, width: 160, height: 120), .opus(channels: 1)]
+        )
         // The recorder joined after the first IDR: video starts at frame 1 (a P frame).
         for frame in audio.prefix(10) { try writer.write(frame, track: 1) }
         for frame in video[1...] { try writer.write(frame, track: 0) }

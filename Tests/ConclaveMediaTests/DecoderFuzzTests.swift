@@ -11,11 +11,15 @@ import Testing
 struct DecoderFuzzTests {
     func mutate(_ frames: [EncodedFrame], iteration: Int, random: inout SeededGenerator) -> EncodedFrame {
         guard iteration % 4 != 0, let base = frames.randomElement(using: &random) else {
-            let bytes = (0..<Int.random(in: 1...600, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let bytes = (0..<Int.random(in: 1...600, using: &random)).map { _ in
+                UInt8.random(in: 0...255, using: &random)
+            }
             return EncodedFrame(codec: frames.first?.codec ?? .vp8, data: bytes, rtpTimestamp: 0, isKeyframe: false)
         }
         var frame = base
-        if iteration % 3 == 0 { frame.data = Array(frame.data.prefix(Int.random(in: 1...frame.data.count, using: &random))) }
+        if iteration % 3 == 0 {
+            frame.data = Array(frame.data.prefix(Int.random(in: 1...frame.data.count, using: &random)))
+        }
         for _ in 0..<Int.random(in: 1...16, using: &random) {
             frame.data[Int.random(in: 0..<frame.data.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
         }

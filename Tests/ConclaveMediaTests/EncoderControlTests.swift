@@ -26,7 +26,9 @@ struct EncoderControlTests {
 
     @Test("VP8 bitrate change takes effect without a new encoder")
     func vp8Bitrate() throws {
-        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, bitrate: 1_200_000))
+        let encoder = try VP8Encoder(
+            configuration: VP8EncoderConfiguration(width: 320, height: 240, bitrate: 1_200_000)
+        )
         let (high, low) = try halves(encoder, low: 150_000)
         #expect(low * 3 < high, "bytes per 20 frames: \(high) before, \(low) after")
         #expect(encoder.configuration.bitrate == 150_000)
@@ -34,7 +36,9 @@ struct EncoderControlTests {
 
     @Test("H264 bitrate change takes effect without a new encoder")
     func h264Bitrate() throws {
-        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 1_200_000))
+        let encoder = try H264Encoder(
+            configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 1_200_000)
+        )
         let (high, low) = try halves(encoder, low: 150_000)
         #expect(low * 3 < high, "bytes per 20 frames: \(high) before, \(low) after")
     }
@@ -86,7 +90,11 @@ struct EncoderControlTests {
         let dtxEncoder = try OpusAudioEncoder(configuration: OpusEncoderConfiguration(dtx: true))
         var suppressed = 0
         for block in 0..<100 {
-            let silence = try AudioFrame(channels: 1, samples: [Int16](repeating: 0, count: 960), rtpTimestamp: UInt32(block * 960))
+            let silence = try AudioFrame(
+                channels: 1,
+                samples: [Int16](repeating: 0, count: 960),
+                rtpTimestamp: UInt32(block * 960)
+            )
             if try dtxEncoder.encode(silence) == nil { suppressed += 1 }
         }
         #expect(suppressed > 50, "DTX suppressed only \(suppressed) of 100 silent packets")
@@ -94,18 +102,24 @@ struct EncoderControlTests {
 
     @Test("Odd and out-of-range configurations are rejected with the reason")
     func badConfigurations() {
-        #expect(throws: VPXCodecError.self) { try VP8Encoder(configuration: VP8EncoderConfiguration(width: 321, height: 240)) }
+        #expect(throws: VPXCodecError.self) {
+            try VP8Encoder(configuration: VP8EncoderConfiguration(width: 321, height: 240))
+        }
         do {
             _ = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 239))
             Issue.record("odd height accepted")
         } catch {
             #expect(error.description.contains("320x239") && error.description.contains("even"))
         }
-        #expect(throws: OpusCodecError.self) { try OpusAudioEncoder(configuration: OpusEncoderConfiguration(channels: 3)) }
+        #expect(throws: OpusCodecError.self) {
+            try OpusAudioEncoder(configuration: OpusEncoderConfiguration(channels: 3))
+        }
         #expect(throws: RawMediaError.self) { try PatternSource(width: 100, height: 75, frameRate: 30) }
         // Settings the libraries reject after the codec exists: the error surfaces and the
         // half-built encoder is released exactly once.
-        #expect(throws: OpusCodecError.self) { try OpusAudioEncoder(configuration: OpusEncoderConfiguration(bitrate: -5)) }
+        #expect(throws: OpusCodecError.self) {
+            try OpusAudioEncoder(configuration: OpusEncoderConfiguration(bitrate: -5))
+        }
         #expect(throws: VPXCodecError.self) {
             try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, threads: 1_000))
         }

@@ -62,7 +62,9 @@ struct EncoderFileTests {
     func h264() throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 400_000))
+        let encoder = try H264Encoder(
+            configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 400_000)
+        )
         let frames = try encodePattern(encoder)
         #expect(frames.count == Self.frames)
         let raw = directory.appendingPathComponent("out.h264").path

@@ -10,7 +10,9 @@ struct H264BitstreamTests {
     static let forcedKeyframes: Set<Int> = [17, 41, 42]
 
     func encode(frames: Int = 60) throws -> [EncodedFrame] {
-        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 500_000))
+        let encoder = try H264Encoder(
+            configuration: H264EncoderConfiguration(width: 320, height: 240, bitrate: 500_000)
+        )
         let source = try PatternSource(width: 320, height: 240, frameRate: 30, frameLimit: frames)
         var output: [EncodedFrame] = []
         var index = 0

@@ -14,14 +14,21 @@ struct PatternRoundTripTests {
 
     func roundTrip(encoder: any VideoEncoding, decoder: any VideoDecoding) throws -> [PatternReading] {
         let source = try PatternSource(
-            width: Self.width, height: Self.height, frameRate: Self.frameRate, frameLimit: Self.frameCount,
-            initialTimestamp: 4_000_000_000)
+            width: Self.width,
+            height: Self.height,
+            frameRate: Self.frameRate,
+            frameLimit: Self.frameCount,
+            initialTimestamp: 4_000_000_000
+        )
         var readings: [PatternReading] = []
         while let picture = try source.nextFrame() {
             for encoded in try encoder.encode(picture, forceKeyframe: false) {
                 #expect(encoded.rtpTimestamp == picture.rtpTimestamp)
                 if let decoded = try decoder.decode(encoded) {
-                    let reading = try #require(PatternReader.read(decoded), "unreadable frame at \(encoded.rtpTimestamp)")
+                    let reading = try #require(
+                        PatternReader.read(decoded),
+                        "unreadable frame at \(encoded.rtpTimestamp)"
+                    )
                     readings.append(reading)
                 }
             }
@@ -38,16 +45,26 @@ struct PatternRoundTripTests {
     @Test("VP8: every frame number decodes exactly once, flashes on whole seconds")
     func vp8() throws {
         let encoder = try VP8Encoder(
-            configuration: VP8EncoderConfiguration(width: Self.width, height: Self.height, frameRate: Self.frameRate,
-                bitrate: 300_000))
+            configuration: VP8EncoderConfiguration(
+                width: Self.width,
+                height: Self.height,
+                frameRate: Self.frameRate,
+                bitrate: 300_000
+            )
+        )
         checkSequence(try roundTrip(encoder: encoder, decoder: try VP8Decoder()))
     }
 
     @Test("H264: every frame number decodes exactly once, flashes on whole seconds")
     func h264() throws {
         let encoder = try H264Encoder(
-            configuration: H264EncoderConfiguration(width: Self.width, height: Self.height, frameRate: Self.frameRate,
-                bitrate: 300_000))
+            configuration: H264EncoderConfiguration(
+                width: Self.width,
+                height: Self.height,
+                frameRate: Self.frameRate,
+                bitrate: 300_000
+            )
+        )
         checkSequence(try roundTrip(encoder: encoder, decoder: try H264Decoder()))
     }
 

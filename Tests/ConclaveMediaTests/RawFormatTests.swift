@@ -1,7 +1,7 @@
 import ConclaveAV
-import ConclaveOpus
 import ConclaveCore
 import ConclaveMedia
+import ConclaveOpus
 import ConclaveTestSupport
 import Foundation
 import Testing
@@ -44,7 +44,8 @@ struct RawFormatTests {
         #expect(readBlocks == blocks)
         let probe = try runProcess(
             try tool("ffprobe"),
-            ["-v", "error", "-show_entries", "stream=sample_rate,channels,duration_ts", "-of", "csv=p=0", wav])
+            ["-v", "error", "-show_entries", "stream=sample_rate,channels,duration_ts", "-of", "csv=p=0", wav]
+        )
         #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "48000,2,9600")
     }
 
@@ -53,13 +54,16 @@ struct RawFormatTests {
         var random = SeededGenerator(seed: 0x4D4D)
         var y4m = Array("YUV4MPEG2 W16 H16 F30:1 C420\n".utf8)
         for _ in 0..<2 { y4m += Array("FRAME\n".utf8) + [UInt8](repeating: 77, count: 384) }
-        let wav = WAVHeader.bytes(channels: 1, rate: 48_000, bits: 16, dataBytes: 4_000) + [UInt8](repeating: 3, count: 4_000)
+        let wav =
+            WAVHeader.bytes(channels: 1, rate: 48_000, bits: 16, dataBytes: 4_000) + [UInt8](repeating: 3, count: 4_000)
         for iteration in 0..<3_000 {
             let base = iteration % 2 == 0 ? y4m : wav
             var bytes: [UInt8]
             switch iteration % 3 {
             case 0:
-                bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
             case 1:
                 bytes = Array(base.prefix(Int.random(in: 0...base.count, using: &random)))
             default:
@@ -96,8 +100,14 @@ struct RawFormatTests {
             let writer = try MediaFileWriter(path: path, tracks: [.opus(channels: 1)])
             for index in 0..<20 {
                 try writer.write(
-                    EncodedFrame(codec: .opus, data: [0x78, UInt8(index), 9, 9], rtpTimestamp: UInt32(index * 960),
-                        isKeyframe: true), track: 0)
+                    EncodedFrame(
+                        codec: .opus,
+                        data: [0x78, UInt8(index), 9, 9],
+                        rtpTimestamp: UInt32(index * 960),
+                        isKeyframe: true
+                    ),
+                    track: 0
+                )
             }
             try writer.close()
             seeds.append(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
@@ -107,7 +117,9 @@ struct RawFormatTests {
         for iteration in 0..<300 {
             var bytes: [UInt8]
             if iteration % 3 == 0 {
-                bytes = (0..<Int.random(in: 0...2_000, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                bytes = (0..<Int.random(in: 0...2_000, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
             } else {
                 bytes = seeds[iteration % seeds.count]
                 if iteration % 2 == 0 { bytes = Array(bytes.prefix(Int.random(in: 0...bytes.count, using: &random))) }
@@ -128,8 +140,10 @@ struct RawFormatTests {
 
     @Test("Unpaced sources deliver every frame in order with exact RTP steps")
     func unpacedRun() async throws {
-        let source = EncodingAudioSource(raw: try ToneSource(frameLimit: 25, initialTimestamp: UInt32.max - 1_000),
-            encoder: try ConclaveOpus.OpusAudioEncoder())
+        let source = EncodingAudioSource(
+            raw: try ToneSource(frameLimit: 25, initialTimestamp: UInt32.max - 1_000),
+            encoder: try ConclaveOpus.OpusAudioEncoder()
+        )
         var timestamps: [UInt32] = []
         try await source.run(pacer: MediaPacer(mode: .unpaced)) { frame in timestamps.append(frame.rtpTimestamp) }
         #expect(timestamps.count == 25)

@@ -18,8 +18,11 @@ enum FFmpeg {
     static func frameCount(_ path: String, stream: String = "v:0") throws -> Int {
         let result = try runProcess(
             try tool("ffprobe"),
-            ["-v", "error", "-count_frames", "-select_streams", stream, "-show_entries", "stream=nb_read_frames",
-                "-of", "csv=p=0", path])
+            [
+                "-v", "error", "-count_frames", "-select_streams", stream, "-show_entries", "stream=nb_read_frames",
+                "-of", "csv=p=0", path,
+            ]
+        )
         #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
         return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
@@ -28,8 +31,11 @@ enum FFmpeg {
     static func packetCount(_ path: String, stream: String) throws -> Int {
         let result = try runProcess(
             try tool("ffprobe"),
-            ["-v", "error", "-count_packets", "-select_streams", stream, "-show_entries", "stream=nb_read_packets",
-                "-of", "csv=p=0", path])
+            [
+                "-v", "error", "-count_packets", "-select_streams", stream, "-show_entries", "stream=nb_read_packets",
+                "-of", "csv=p=0", path,
+            ]
+        )
         #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
         return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }

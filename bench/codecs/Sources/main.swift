@@ -41,7 +41,9 @@ func ffmpegCPU(_ arguments: [String]) throws -> Double {
     try process.run()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
-        throw BenchError(description: "ffmpeg \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        throw BenchError(
+            description: "ffmpeg \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)"
+        )
     }
     return cpuSeconds(children: true) - before
 }
@@ -52,14 +54,29 @@ func report(_ name: String, ours: Double, ffmpeg: Double?, overhead: Double, bas
     let media = Double(seconds)
     let ourRate = ours / media
     guard let ffmpeg else {
-        print(String(format: "%@: conclave %.4f CPU-s per media-s; %@ not available in this ffmpeg", name, ourRate, baselineName))
+        print(
+            String(
+                format: "%@: conclave %.4f CPU-s per media-s; %@ not available in this ffmpeg",
+                name,
+                ourRate,
+                baselineName
+            )
+        )
         return
     }
     let theirs = max(0.000_001, ffmpeg - overhead) / media
     print(
         String(
             format: "%@: conclave %.4f CPU-s/s | ffmpeg %@ %.4f CPU-s/s (%.4f total, %.4f input overhead) | ratio %.3f",
-            name, ourRate, baselineName, theirs, ffmpeg / media, overhead / media, ourRate / theirs))
+            name,
+            ourRate,
+            baselineName,
+            theirs,
+            ffmpeg / media,
+            overhead / media,
+            ourRate / theirs
+        )
+    )
 }
 
 func hasEncoder(_ name: String) -> Bool {
@@ -97,14 +114,25 @@ func main() throws {
     var blocks: [AudioFrame] = []
     let wavReader = try WAVReader(path: wav)
     while let block = try wavReader.nextFrame() { blocks.append(block) }
-    print("input: \(seconds) s of \(width)x\(height)@\(frameRate) pattern (\(pictures.count) frames), \(blocks.count) Opus frames")
+    print(
+        "input: \(seconds) s of \(width)x\(height)@\(frameRate) pattern (\(pictures.count) frames),",
+        "\(blocks.count) Opus frames"
+    )
 
     let videoOverhead = try ffmpegCPU(["-i", y4m, "-c", "copy", "-f", "null", "-"])
     let audioOverhead = try ffmpegCPU(["-i", wav, "-c", "copy", "-f", "null", "-"])
 
     // VP8: real-time, CBR 1 Mbit/s, cpu-used -6, one thread, error resilient, no lookahead.
-    let vp8 = try VP8Encoder(configuration: VP8EncoderConfiguration(
-        width: width, height: height, frameRate: frameRate, bitrate: videoBitrate, speed: -6, threads: 1))
+    let vp8 = try VP8Encoder(
+        configuration: VP8EncoderConfiguration(
+            width: width,
+            height: height,
+            frameRate: frameRate,
+            bitrate: videoBitrate,
+            speed: -6,
+            threads: 1
+        )
+    )
     var bytes = 0
     var start = cpuSeconds(children: false)
     for picture in pictures { bytes += try vp8.encode(picture, forceKeyframe: false).reduce(0) { $0 + $1.data.count } }
@@ -119,8 +147,15 @@ func main() throws {
     report("VP8 640x480@30 1 Mbit/s", ours: vp8CPU, ffmpeg: ffmpegVP8, overhead: videoOverhead, baselineName: "libvpx")
 
     // H264: openh264 constrained baseline, 1 Mbit/s, one thread.
-    let h264 = try H264Encoder(configuration: H264EncoderConfiguration(
-        width: width, height: height, frameRate: frameRate, bitrate: videoBitrate, threads: 1))
+    let h264 = try H264Encoder(
+        configuration: H264EncoderConfiguration(
+            width: width,
+            height: height,
+            frameRate: frameRate,
+            bitrate: videoBitrate,
+            threads: 1
+        )
+    )
     bytes = 0
     start = cpuSeconds(children: false)
     for picture in pictures { bytes += try h264.encode(picture, forceKeyframe: false).reduce(0) { $0 + $1.data.count } }
@@ -132,21 +167,46 @@ func main() throws {
             "constrained_baseline", "-slices", "1", "-rc_mode", "bitrate", "-allow_skip_frames", "0", "-g", "0",
             "-f", "null", "-",
         ])
-        report("H264 640x480@30 1 Mbit/s", ours: h264CPU, ffmpeg: ffmpegH264, overhead: videoOverhead, baselineName: "libopenh264")
+        report(
+            "H264 640x480@30 1 Mbit/s",
+            ours: h264CPU,
+            ffmpeg: ffmpegH264,
+            overhead: videoOverhead,
+            baselineName: "libopenh264"
+        )
     } else {
-        report("H264 640x480@30 1 Mbit/s", ours: h264CPU, ffmpeg: nil, overhead: videoOverhead, baselineName: "libopenh264")
+        report(
+            "H264 640x480@30 1 Mbit/s",
+            ours: h264CPU,
+            ffmpeg: nil,
+            overhead: videoOverhead,
+            baselineName: "libopenh264"
+        )
         // Not the same library, so no target applies; printed so the cost has a familiar yardstick.
         let x264 = try ffmpegCPU([
             "-i", y4m, "-threads", "1", "-c:v", "libx264", "-preset", "veryfast", "-tune", "zerolatency",
             "-profile:v", "baseline", "-b:v", "1M", "-maxrate", "1M", "-bufsize", "1M", "-f", "null", "-",
         ])
-        report("  reference only, different library", ours: h264CPU, ffmpeg: x264, overhead: videoOverhead,
-            baselineName: "libx264 veryfast baseline")
+        report(
+            "  reference only, different library",
+            ours: h264CPU,
+            ffmpeg: x264,
+            overhead: videoOverhead,
+            baselineName: "libx264 veryfast baseline"
+        )
     }
 
     // Opus: 32 kbit/s mono VoIP, 20 ms, complexity 9, in-band FEC at 10 % loss.
-    let opus = try OpusAudioEncoder(configuration: OpusEncoderConfiguration(
-        channels: 1, bitrate: audioBitrate, inbandFEC: true, expectedPacketLossPercent: 10, dtx: false, complexity: 9))
+    let opus = try OpusAudioEncoder(
+        configuration: OpusEncoderConfiguration(
+            channels: 1,
+            bitrate: audioBitrate,
+            inbandFEC: true,
+            expectedPacketLossPercent: 10,
+            dtx: false,
+            complexity: 9
+        )
+    )
     bytes = 0
     start = cpuSeconds(children: false)
     for block in blocks { bytes += try opus.encode(block)?.data.count ?? 0 }
