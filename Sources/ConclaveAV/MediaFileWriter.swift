@@ -11,8 +11,9 @@ public import ConclaveCore
 /// before a track's first keyframe are dropped because nothing could decode them.
 ///
 /// Write failures (disk full, I/O errors) throw `MediaFileError.Kind.writeFailed` naming the file
-/// and FFmpeg's reason. `close()` writes the trailer (cues, durations, final Ogg page) and must be
-/// called for a complete file. Not thread-safe: one task owns a writer.
+/// and FFmpeg's reason. `close()` writes the trailer (cues, durations, final Ogg page) and reports
+/// any failure; a writer dropped without `close()` writes the trailer best-effort, silently.
+/// Not thread-safe: one task owns a writer.
 public final class MediaFileWriter {
     /// The container formats the writer produces.
     public enum Container: String, Sendable, CaseIterable {
@@ -222,6 +223,9 @@ public final class MediaFileWriter {
     }
 
     deinit {
+        // A writer dropped without close() still finishes its file as well as it can; errors have
+        // nowhere to go here, which is why close() exists.
+        if state == .writing { _ = av_write_trailer(context) }
         if state != .closed, context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
         var packet: UnsafeMutablePointer<AVPacket>? = self.packet
         av_packet_free(&packet)

@@ -1,6 +1,7 @@
 import ConclaveAV
 import ConclaveCore
 import ConclaveMedia
+import ConclaveOpus
 import ConclaveTestSupport
 import Foundation
 import Testing
@@ -183,6 +184,21 @@ struct BadInputTests {
         }
         // A failed writer stays failed and closes without crashing.
         _ = try? writer.close()
+    }
+
+    @Test("A writer dropped without close() still leaves a playable file")
+    func droppedWriter() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("dropped.webm").path
+        do {
+            let writer = try MediaFileWriter(path: path, tracks: [.opus(channels: 1)])
+            let opus = try ConclaveOpus.OpusAudioEncoder()
+            let tone = try ToneSource(frameLimit: 25)
+            while let block = try tone.nextFrame() { try writer.write(try #require(try opus.encode(block)), track: 0) }
+        }
+        #expect(try FFmpeg.decodeErrors(path) == "")
+        #expect(try FFmpeg.packetCount(path, stream: "a:0") == 25)
     }
 
     @Test("Out-of-order timestamps are refused, not written")
