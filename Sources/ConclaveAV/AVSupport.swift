@@ -1,0 +1,118 @@
+internal import CConclaveShims
+internal import CFFmpeg
+import ConclaveCore
+
+/// FFmpeg writes its diagnostics straight to stderr. Library code must not print, and every failure
+/// already reaches the caller as a typed error, so the log is silenced once, before first use.
+enum FFmpegLogging {
+    static let silenced: Void = av_log_set_level(AV_LOG_QUIET)
+}
+
+/// FFmpeg's text for an error code (`av_strerror`).
+func averrorText(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    _ = av_strerror(code, &buffer, buffer.count)
+    let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// The `MediaCodec` an FFmpeg codec id carries, if Conclave sends that codec.
+func mediaCodec(for id: AVCodecID) -> MediaCodec? {
+    switch id {
+    case AV_CODEC_ID_OPUS: .opus
+    case AV_CODEC_ID_VP8: .vp8
+    case AV_CODEC_ID_H264: .h264
+    default: nil
+    }
+}
+
+/// FFmpeg's codec id for a `MediaCodec`.
+func avCodecID(for codec: MediaCodec) -> AVCodecID {
+    switch codec {
+    case .opus: AV_CODEC_ID_OPUS
+    case .vp8: AV_CODEC_ID_VP8
+    case .h264: AV_CODEC_ID_H264
+    }
+}
+
+/// Opus packet timing from the TOC byte (RFC 6716 section 3.1), so muxers get packet durations
+/// without a decoder.
+public enum OpusPacketTiming {
+    /// Samples at 48 kHz that `packet` covers, or nil when the packet is malformed.
+    public static func sampleCount(of packet: [UInt8]) -> Int? {
+        guard let toc = packet.first else { return nil }
+        let configuration = Int(toc >> 3)
+        let frameSamples: Int
+        switch configuration {
+        case 0...11: frameSamples = [480, 960, 1_920, 2_880][configuration % 4]
+        case 12...15: frameSamples = configuration % 2 == 0 ? 480 : 960
+        default: frameSamples = [120, 240, 480, 960][configuration % 4]
+        }
+        let frames: Int
+        switch toc & 0x03 {
+        case 0: frames = 1
+        case 1, 2: frames = 2
+        default:
+            guard packet.count >= 2 else { return nil }
+            frames = Int(packet[1] & 0x3F)
+        }
+        let total = frames * frameSamples
+        guard frames > 0, total <= 5_760 else { return nil }
+        return total
+    }
+}
+
+/// Converts H264 in ISO (length-prefixed, "avcC") form, as stored in MP4 and Matroska, to the
+/// Annex-B form Conclave carries, putting SPS and PPS in front of every keyframe.
+struct AVCCConverter {
+    /// Bytes in each NAL length prefix (1, 2 or 4).
+    let lengthSize: Int
+    /// SPS and PPS with start codes.
+    let parameterSets: [UInt8]
+
+    /// Parses an `AVCDecoderConfigurationRecord`; nil when `extradata` is not one (e.g. already Annex-B).
+    init?(extradata: [UInt8]) {
+        guard extradata.count >= 7, extradata[0] == 1 else { return nil }
+        lengthSize = Int(extradata[4] & 0x03) + 1
+        guard lengthSize != 3 else { return nil }
+        var sets: [UInt8] = []
+        var index = 5
+        for kind in 0..<2 {
+            guard index < extradata.count else { return nil }
+            let count = kind == 0 ? Int(extradata[index] & 0x1F) : Int(extradata[index])
+            index += 1
+            for _ in 0..<count {
+                guard index + 2 <= extradata.count else { return nil }
+                let length = Int(extradata[index]) << 8 | Int(extradata[index + 1])
+                index += 2
+                guard index + length <= extradata.count else { return nil }
+                sets += [0, 0, 0, 1] + extradata[index..<(index + length)]
+                index += length
+            }
+        }
+        parameterSets = sets
+    }
+
+    /// Rewrites one sample; nil when a length runs past the end.
+    func annexB(_ sample: [UInt8], keyframe: Bool) -> [UInt8]? {
+        var output: [UInt8] = []
+        output.reserveCapacity(sample.count + parameterSets.count + 16)
+        var hasParameterSets = false
+        var units: [ArraySlice<UInt8>] = []
+        var index = 0
+        while index < sample.count {
+            guard index + lengthSize <= sample.count else { return nil }
+            var length = 0
+            for byte in sample[index..<(index + lengthSize)] { length = length << 8 | Int(byte) }
+            index += lengthSize
+            guard length > 0, index + length <= sample.count else { return nil }
+            let unit = sample[index..<(index + length)]
+            if let header = unit.first, header & 0x1F == 7 { hasParameterSets = true }
+            units.append(unit)
+            index += length
+        }
+        if keyframe && !hasParameterSets { output += parameterSets }
+        for unit in units { output += [0, 0, 0, 1] + unit }
+        return output
+    }
+}

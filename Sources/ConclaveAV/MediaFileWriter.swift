@@ -1,0 +1,421 @@
+internal import CConclaveShims
+internal import CFFmpeg
+public import ConclaveCore
+
+/// Writes encoded frames (Opus, VP8, H264) into a container file without transcoding.
+///
+/// Timestamps come from the frames' RTP timestamps: each track's first frame is at the track's
+/// `startOffset`, later frames follow their RTP clock (wrap-around handled). The file header is
+/// written once every H264 track has seen a keyframe with SPS and PPS (the container needs them as
+/// codec private data); frames of other tracks that arrive earlier are held back, and video frames
+/// before a track's first keyframe are dropped because nothing could decode them.
+///
+/// Write failures (disk full, I/O errors) throw `MediaFileError.Kind.writeFailed` naming the file
+/// and FFmpeg's reason. `close()` writes the trailer (cues, durations, final Ogg page) and reports
+/// any failure; a writer dropped without `close()` writes the trailer best-effort, silently.
+/// Not thread-safe: one task owns a writer.
+public final class MediaFileWriter {
+    /// The container formats the writer produces.
+    public enum Container: String, Sendable, CaseIterable {
+        /// WebM: VP8 and Opus.
+        case webm
+        /// Matroska: Opus, VP8 and H264.
+        case matroska
+        /// Ogg: Opus only.
+        case ogg
+        /// IVF: one VP8 track only.
+        case ivf
+
+        /// The container for a file name extension (`.webm`, `.mkv`, `.ogg`/`.opus`, `.ivf`).
+        public init?(pathExtension: String) {
+            switch pathExtension.lowercased() {
+            case "webm": self = .webm
+            case "mkv", "mka": self = .matroska
+            case "ogg", "opus", "oga": self = .ogg
+            case "ivf": self = .ivf
+            default: return nil
+            }
+        }
+
+        var muxerName: String { self == .ogg ? "ogg" : rawValue }
+
+        func accepts(_ codec: MediaCodec) -> Bool {
+            switch self {
+            case .webm: codec != .h264
+            case .matroska: true
+            case .ogg: codec == .opus
+            case .ivf: codec == .vp8
+            }
+        }
+    }
+
+    /// One track of the file.
+    public struct Track: Sendable, Hashable {
+        /// The codec of the frames written to this track.
+        public var codec: MediaCodec
+        /// Picture size (video); written into the container header.
+        public var width: Int
+        /// Picture size (video).
+        public var height: Int
+        /// Nominal frame rate (video), used for frame durations.
+        public var frameRate: Int
+        /// Channels (audio).
+        public var channels: Int
+        /// Opus pre-skip in 48 kHz samples (the encoder's lookahead; 312 for libopus at 48 kHz).
+        public var opusPreSkip: Int
+        /// Where this track's first frame sits on the file's timeline (for aligning tracks).
+        public var startOffset: Duration
+
+        /// A video track.
+        public static func video(
+            _ codec: MediaCodec,
+            width: Int,
+            height: Int,
+            frameRate: Int = 30,
+            startOffset: Duration = .zero
+        ) -> Track {
+            Track(
+                codec: codec,
+                width: width,
+                height: height,
+                frameRate: frameRate,
+                channels: 0,
+                opusPreSkip: 0,
+                startOffset: startOffset
+            )
+        }
+
+        /// An Opus track.
+        public static func opus(channels: Int, preSkip: Int = 312, startOffset: Duration = .zero) -> Track {
+            Track(
+                codec: .opus,
+                width: 0,
+                height: 0,
+                frameRate: 50,
+                channels: channels,
+                opusPreSkip: preSkip,
+                startOffset: startOffset
+            )
+        }
+    }
+
+    private struct TrackState {
+        var track: Track
+        var stream: UnsafeMutablePointer<AVStream>
+        var firstTimestamp: UInt32?
+        var extended: Int64 = 0
+        var lastTimestamp: UInt32 = 0
+        var lastPTS: Int64?
+        var started = false
+        var parameterSets: [UInt8]?
+    }
+
+    private enum State {
+        case waitingForParameterSets
+        case writing
+        case closed
+    }
+
+    /// The output path.
+    public let path: String
+    /// The container being written.
+    public let container: Container
+    /// Video frames dropped because they came before their track's first keyframe.
+    public private(set) var droppedLeadingFrames = 0
+    private let context: UnsafeMutablePointer<AVFormatContext>
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private var tracks: [TrackState] = []
+    private var state = State.waitingForParameterSets
+    private var held: [(EncodedFrame, Int)] = []
+    /// How many frames may wait for the header before the writer gives up.
+    static let holdLimit = 2_000
+
+    /// Creates the file and checks the tracks against the container.
+    ///
+    /// - Parameter container: the format; nil picks it from the path's extension.
+    public init(path: String, container: Container? = nil, tracks: [Track]) throws(MediaFileError) {
+        FFmpegLogging.silenced
+        self.path = path
+        let fileExtension = path.split(separator: ".").last.map(String.init) ?? ""
+        guard let container = container ?? Container(pathExtension: fileExtension) else {
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason:
+                    "cannot tell the container from the extension \".\(fileExtension)\" (use .webm, .mkv, .ogg or .ivf)"
+            )
+        }
+        self.container = container
+        guard !tracks.isEmpty else {
+            throw MediaFileError(path: path, kind: .unsupported, reason: "no tracks to write")
+        }
+        for track in tracks where !container.accepts(track.codec) {
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason: "\(container.rawValue) cannot hold \(track.codec)"
+            )
+        }
+        if container == .ivf || container == .ogg, tracks.count > 1 {
+            throw MediaFileError(path: path, kind: .unsupported, reason: "\(container.rawValue) holds a single track")
+        }
+        for track in tracks {
+            if track.codec.kind == .video {
+                do throws(RawMediaError) { try VideoFrame.validate(width: track.width, height: track.height) } catch {
+                    throw MediaFileError(path: path, kind: .unsupported, reason: error.description)
+                }
+            } else if track.channels != 1 && track.channels != 2 {
+                throw MediaFileError(
+                    path: path,
+                    kind: .unsupported,
+                    reason: "\(track.channels) audio channels; only 1 or 2"
+                )
+            }
+        }
+
+        var created: UnsafeMutablePointer<AVFormatContext>?
+        var rc = avformat_alloc_output_context2(&created, nil, container.muxerName, path)
+        guard rc >= 0, let created else {
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason: "no \(container.rawValue) muxer: \(averrorText(rc))"
+            )
+        }
+        guard let packet = av_packet_alloc() else {
+            avformat_free_context(created)
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
+        }
+        context = created
+        self.packet = packet
+        for track in tracks {
+            guard let stream = avformat_new_stream(created, nil), let parameters = stream.pointee.codecpar else {
+                throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
+            }
+            parameters.pointee.codec_id = avCodecID(for: track.codec)
+            stream.pointee.time_base = AVRational(num: 1, den: Int32(track.codec.clockRate))
+            if track.codec.kind == .video {
+                parameters.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+                parameters.pointee.width = Int32(track.width)
+                parameters.pointee.height = Int32(track.height)
+                parameters.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+                stream.pointee.avg_frame_rate = AVRational(num: Int32(max(1, track.frameRate)), den: 1)
+            } else {
+                parameters.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+                parameters.pointee.sample_rate = 48_000
+                av_channel_layout_default(&parameters.pointee.ch_layout, Int32(track.channels))
+                parameters.pointee.initial_padding = Int32(track.opusPreSkip)
+                try Self.setExtradata(Self.opusHead(track), on: parameters, path: path)
+            }
+            self.tracks.append(TrackState(track: track, stream: stream))
+        }
+        if created.pointee.oformat.pointee.flags & AVFMT_NOFILE == 0 {
+            rc = avio_open(&created.pointee.pb, path, AVIO_FLAG_WRITE)
+            guard rc >= 0 else {
+                throw MediaFileError(
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "cannot create the file: \(averrorText(rc))"
+                )
+            }
+        }
+        if !self.tracks.contains(where: { $0.track.codec == .h264 }) { try writeHeader() }
+    }
+
+    deinit {
+        // A writer dropped without close() still finishes its file as well as it can; errors have
+        // nowhere to go here, which is why close() exists.
+        if state == .writing { _ = av_write_trailer(context) }
+        if state != .closed, context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+        var packet: UnsafeMutablePointer<AVPacket>? = self.packet
+        av_packet_free(&packet)
+        avformat_free_context(context)
+    }
+
+    /// The Ogg/Matroska Opus identification header (RFC 7845 section 5.1).
+    static func opusHead(_ track: Track) -> [UInt8] {
+        let preSkip = UInt16(clamping: track.opusPreSkip)
+        return Array("OpusHead".utf8) + [1, UInt8(track.channels), UInt8(preSkip & 0xFF), UInt8(preSkip >> 8)]
+            + [0x80, 0xBB, 0x00, 0x00] + [0, 0, 0]
+    }
+
+    private static func setExtradata(
+        _ bytes: [UInt8],
+        on parameters: UnsafeMutablePointer<AVCodecParameters>,
+        path: String
+    ) throws(MediaFileError) {
+        av_freep(&parameters.pointee.extradata)
+        guard let buffer = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
+        }
+        let typed = buffer.assumingMemoryBound(to: UInt8.self)
+        bytes.withUnsafeBufferPointer { source in
+            guard let base = source.baseAddress else { return }
+            typed.update(from: base, count: bytes.count)
+        }
+        parameters.pointee.extradata = typed
+        parameters.pointee.extradata_size = Int32(bytes.count)
+    }
+
+    private func writeHeader() throws(MediaFileError) {
+        for index in tracks.indices where tracks[index].track.codec == .h264 {
+            guard let sets = tracks[index].parameterSets, let parameters = tracks[index].stream.pointee.codecpar else {
+                continue
+            }
+            try Self.setExtradata(sets, on: parameters, path: path)
+        }
+        let rc = avformat_write_header(context, nil)
+        guard rc >= 0 else {
+            state = .closed
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot write the header: \(averrorText(rc))")
+        }
+        state = .writing
+    }
+
+    /// Writes one frame to track `track` (an index into the `tracks` given to `init`).
+    public func write(_ frame: EncodedFrame, track index: Int) throws(MediaFileError) {
+        guard index >= 0, index < tracks.count else {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "no track \(index)")
+        }
+        guard frame.codec == tracks[index].track.codec else {
+            throw MediaFileError(
+                path: path,
+                kind: .writeFailed,
+                reason: "\(frame.codec) frame for a \(tracks[index].track.codec) track"
+            )
+        }
+        switch state {
+        case .closed:
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "the writer is closed")
+        case .waitingForParameterSets:
+            if frame.codec == .h264, tracks[index].parameterSets == nil {
+                guard frame.isKeyframe, let sets = H264AnnexB.parameterSets(in: frame.data) else {
+                    droppedLeadingFrames += 1
+                    return
+                }
+                tracks[index].parameterSets = sets
+            }
+            held.append((frame, index))
+            guard held.count <= Self.holdLimit else {
+                throw MediaFileError(
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "no H264 keyframe with SPS/PPS in the first \(Self.holdLimit) frames"
+                )
+            }
+            guard !tracks.contains(where: { $0.track.codec == .h264 && $0.parameterSets == nil }) else { return }
+            try writeHeader()
+            let pending = held
+            held.removeAll()
+            for (heldFrame, heldIndex) in pending { try mux(heldFrame, track: heldIndex) }
+        case .writing:
+            try mux(frame, track: index)
+        }
+    }
+
+    private func mux(_ frame: EncodedFrame, track index: Int) throws(MediaFileError) {
+        var state = tracks[index]
+        if state.track.codec.kind == .video, !state.started, !frame.isKeyframe {
+            droppedLeadingFrames += 1
+            return
+        }
+        state.started = true
+        if state.firstTimestamp != nil {
+            state.extended += Int64(Int32(bitPattern: frame.rtpTimestamp &- state.lastTimestamp))
+        } else {
+            state.firstTimestamp = frame.rtpTimestamp
+            state.extended = 0
+        }
+        state.lastTimestamp = frame.rtpTimestamp
+        let clockRate = Int64(state.track.codec.clockRate)
+        let offsetTicks = state.track.startOffset.ticks(clockRate: Int(clockRate))
+        let pts = state.extended + offsetTicks
+        if let last = state.lastPTS, pts <= last {
+            tracks[index] = state
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "track \(index) timestamp \(frame.rtpTimestamp) does not advance (out of order or duplicate)"
+            )
+        }
+        state.lastPTS = pts
+        tracks[index] = state
+
+        let duration: Int64
+        if frame.codec == .opus {
+            duration = Int64(OpusPacketTiming.sampleCount(of: frame.data) ?? 960)
+        } else {
+            duration = 90_000 / Int64(max(1, state.track.frameRate))
+        }
+        guard av_new_packet(packet, Int32(frame.data.count)) >= 0, let destination = packet.pointee.data else {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
+        }
+        frame.data.withUnsafeBufferPointer { source in
+            guard let base = source.baseAddress else { return }
+            destination.update(from: base, count: source.count)
+        }
+        let source = AVRational(num: 1, den: Int32(clockRate))
+        let target = state.stream.pointee.time_base
+        packet.pointee.stream_index = state.stream.pointee.index
+        packet.pointee.pts = av_rescale_q(pts, source, target)
+        packet.pointee.dts = packet.pointee.pts
+        packet.pointee.duration = av_rescale_q(duration, source, target)
+        if frame.isKeyframe { packet.pointee.flags |= AV_PKT_FLAG_KEY }
+        // av_interleaved_write_frame takes the packet's data and leaves the packet blank.
+        let rc = av_interleaved_write_frame(context, packet)
+        av_packet_unref(packet)
+        guard rc >= 0 else {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(rc))
+        }
+        if let io = context.pointee.pb, io.pointee.error < 0 {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
+        }
+    }
+
+    /// Pushes buffered bytes to the file now (a recorder calls this periodically so a crash loses
+    /// little), surfacing any pending write error.
+    public func flush() throws(MediaFileError) {
+        guard state == .writing, let io = context.pointee.pb else { return }
+        avio_flush(io)
+        if io.pointee.error < 0 {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
+        }
+    }
+
+    /// Writes the trailer and closes the file. Calling it twice is harmless.
+    ///
+    /// If the header was never written (an H264 track never got a keyframe), the held frames are
+    /// discarded and the error says so.
+    public func close() throws(MediaFileError) {
+        switch state {
+        case .closed:
+            return
+        case .waitingForParameterSets:
+            state = .closed
+            if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+            throw MediaFileError(
+                path: path,
+                kind: .writeFailed,
+                reason: "no H264 keyframe with SPS/PPS arrived; the file has no content"
+            )
+        case .writing:
+            state = .closed
+            let trailer = av_write_trailer(context)
+            var ioError: Int32 = 0
+            if let io = context.pointee.pb {
+                avio_flush(io)
+                ioError = io.pointee.error
+            }
+            let closed = context.pointee.pb != nil ? avio_closep(&context.pointee.pb) : 0
+            if trailer < 0 {
+                throw MediaFileError(
+                    path: path,
+                    kind: .writeFailed,
+                    reason: "cannot write the trailer: \(averrorText(trailer))"
+                )
+            }
+            if ioError < 0 { throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(ioError)) }
+            if closed < 0 { throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(closed)) }
+        }
+    }
+}
