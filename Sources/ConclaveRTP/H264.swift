@@ -1,0 +1,247 @@
+import ConclaveCore
+
+/// H264 NAL unit types this module cares about (ITU-T H.264 Table 7-1, RFC 6184 Table 3).
+public enum H264NALType {
+    /// Coded slice of a non-IDR picture.
+    public static let slice: UInt8 = 1
+    /// Coded slice of an IDR picture: a decoder can start here.
+    public static let idr: UInt8 = 5
+    /// Supplemental enhancement information.
+    public static let sei: UInt8 = 6
+    /// Sequence parameter set.
+    public static let sps: UInt8 = 7
+    /// Picture parameter set.
+    public static let pps: UInt8 = 8
+    /// Access unit delimiter.
+    public static let aud: UInt8 = 9
+    /// Single-time aggregation packet (RFC 6184 §5.7.1).
+    public static let stapA: UInt8 = 24
+    /// Single-time aggregation packet with DON.
+    public static let stapB: UInt8 = 25
+    /// Multi-time aggregation packets.
+    public static let mtap16: UInt8 = 26
+    /// Multi-time aggregation packets, 24-bit offsets.
+    public static let mtap24: UInt8 = 27
+    /// Fragmentation unit without DON (RFC 6184 §5.8).
+    public static let fuA: UInt8 = 28
+    /// Fragmentation unit with DON.
+    public static let fuB: UInt8 = 29
+}
+
+/// Annex-B byte stream helpers.
+public enum H264AnnexB {
+    /// The 4-byte start code the depacketizer writes before every NAL unit.
+    public static let startCode: [UInt8] = [0, 0, 0, 1]
+
+    /// The ranges of the NAL units in an Annex-B buffer (3- or 4-byte start codes). Bytes before the
+    /// first start code are ignored; a buffer without any start code is taken as one bare NAL unit.
+    public static func nalUnitRanges<C: RandomAccessCollection<UInt8>>(_ data: C) -> [Range<Int>]
+    where C.Index == Int {
+        var ranges: [Range<Int>] = []
+        let start = data.startIndex
+        let end = data.endIndex
+        var i = start
+        var nalStart: Int? = nil
+        while i + 2 < end {
+            if data[i + 2] > 1 {
+                i += 3
+                continue
+            }
+            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
+                var codeStart = i
+                if codeStart > start, data[codeStart - 1] == 0 { codeStart -= 1 }
+                if let s = nalStart, codeStart > s { ranges.append(s..<codeStart) }
+                nalStart = i + 3
+                i += 3
+            } else {
+                i += 1
+            }
+        }
+        if let s = nalStart {
+            if s < end { ranges.append(s..<end) }
+        } else if !data.isEmpty {
+            ranges.append(start..<end)
+        }
+        return ranges
+    }
+
+    /// Whether an Annex-B access unit contains an IDR slice.
+    public static func containsIDR<C: RandomAccessCollection<UInt8>>(_ data: C) -> Bool where C.Index == Int {
+        nalUnitRanges(data).contains { !$0.isEmpty && data[$0.lowerBound] & 0x1F == H264NALType.idr }
+    }
+}
+
+/// Splits Annex-B access units into RTP payloads (RFC 6184 packetization-mode 1).
+///
+/// NAL units that fit are sent alone or, when several small ones are adjacent (SPS, PPS, SEI),
+/// aggregated in one STAP-A; larger ones are split into FU-A fragments of balanced size.
+public struct H264Packetizer: Sendable {
+    /// The largest payload to produce.
+    public var maxPayloadSize: Int
+    /// Whether to aggregate small adjacent NAL units into STAP-A packets.
+    public var aggregates: Bool
+
+    /// Creates a packetizer; see `RTPPacketization.defaultMaxPayloadSize` for the default size.
+    public init(maxPayloadSize: Int = RTPPacketization.defaultMaxPayloadSize, aggregates: Bool = true) {
+        self.maxPayloadSize = max(maxPayloadSize, 16)
+        self.aggregates = aggregates
+    }
+
+    /// The payloads for one access unit, in order; the caller sets the marker bit on the last one.
+    public func packetize(_ accessUnit: [UInt8]) -> [[UInt8]] {
+        let nals = H264AnnexB.nalUnitRanges(accessUnit).filter { !$0.isEmpty }
+        var result: [[UInt8]] = []
+        var index = 0
+        while index < nals.count {
+            let nal = nals[index]
+            if nal.count > maxPayloadSize {
+                appendFragments(of: accessUnit[nal], to: &result)
+                index += 1
+                continue
+            }
+            // Try to aggregate nal and its successors.
+            var size = 1 + 2 + nal.count
+            var last = index
+            if aggregates {
+                while last + 1 < nals.count, size + 2 + nals[last + 1].count <= maxPayloadSize {
+                    last += 1
+                    size += 2 + nals[last].count
+                }
+            }
+            if last == index {
+                result.append(Array(accessUnit[nal]))
+            } else {
+                var payload: [UInt8] = []
+                payload.reserveCapacity(size)
+                var forbidden: UInt8 = 0
+                var nri: UInt8 = 0
+                for r in nals[index...last] {
+                    forbidden |= accessUnit[r.lowerBound] & 0x80
+                    nri = max(nri, accessUnit[r.lowerBound] & 0x60)
+                }
+                payload.append(forbidden | nri | H264NALType.stapA)
+                for r in nals[index...last] {
+                    payload.appendBE16(UInt16(r.count))
+                    payload.append(contentsOf: accessUnit[r])
+                }
+                result.append(payload)
+            }
+            index = last + 1
+        }
+        return result
+    }
+
+    private func appendFragments(of nal: ArraySlice<UInt8>, to result: inout [[UInt8]]) {
+        let header = nal[nal.startIndex]
+        let body = nal.dropFirst()
+        let sizes = RTPPacketization.balancedSizes(total: body.count, maxChunk: maxPayloadSize - 2)
+        var i = body.startIndex
+        for (n, size) in sizes.enumerated() {
+            var payload: [UInt8] = []
+            payload.reserveCapacity(2 + size)
+            payload.append((header & 0xE0) | H264NALType.fuA)
+            var fu = header & 0x1F
+            if n == 0 { fu |= 0x80 }
+            if n == sizes.count - 1 { fu |= 0x40 }
+            payload.append(fu)
+            payload.append(contentsOf: body[i..<(i + size)])
+            i += size
+            result.append(payload)
+        }
+    }
+}
+
+/// Rebuilds Annex-B access units (4-byte start codes) from RTP payloads (RFC 6184).
+///
+/// Liberal in what it accepts, because Janus relays whatever the publisher sent: single NAL
+/// units that carry their own Annex-B start code have it stripped, empty payloads and
+/// zero-length STAP-A entries are skipped, an FU-A that lacks its end bit is closed at the next
+/// NAL unit or the end of the frame, and reserved types 0, 30 and 31 are ignored.
+public enum H264Depacketizer {
+    /// Whether the payload begins a NAL unit: false only for an FU-A continuation fragment.
+    static func beginsNAL(_ payload: ArraySlice<UInt8>) -> Bool {
+        guard payload.count >= 2, payload[payload.startIndex] & 0x1F == H264NALType.fuA else { return true }
+        return payload[payload.startIndex + 1] & 0x80 != 0
+    }
+
+    /// Joins the payloads of one access unit, in sequence order.
+    public static func depacketize(
+        _ payloads: some Collection<ArraySlice<UInt8>>
+    ) throws(DepacketizationError) -> DepacketizedFrame {
+        var total = 0
+        for payload in payloads { total += payload.count + 8 }
+        var out: [UInt8] = []
+        out.reserveCapacity(total)
+        var keyframe = false
+        var inFragment = false
+        for (index, payload) in payloads.enumerated() {
+            let s = payload.startIndex
+            guard s < payload.endIndex else { continue }
+            let header = payload[s]
+            let type = header & 0x1F
+            // Some senders put Annex-B data (start codes included) in a packet instead of one bare
+            // NAL unit; copy each unit it holds with our own start code.
+            if payload.count >= 4, header == 0, payload[s + 1] == 0,
+                payload[s + 2] == 1 || (payload[s + 2] == 0 && payload[s + 3] == 1)
+            {
+                inFragment = false
+                for r in H264AnnexB.nalUnitRanges(payload) where !r.isEmpty {
+                    if payload[r.lowerBound] & 0x1F == H264NALType.idr { keyframe = true }
+                    out.append(contentsOf: H264AnnexB.startCode)
+                    out.append(contentsOf: payload[r])
+                }
+                continue
+            }
+            switch type {
+            case 1...23:
+                inFragment = false
+                if type == H264NALType.idr { keyframe = true }
+                out.append(contentsOf: H264AnnexB.startCode)
+                out.append(contentsOf: payload)
+            case H264NALType.stapA:
+                inFragment = false
+                var i = s + 1
+                while i < payload.endIndex {
+                    guard i + 2 <= payload.endIndex else {
+                        throw DepacketizationError(codec: .h264, reason: .truncated, packetIndex: index, offset: i - s)
+                    }
+                    let size = Int(payload.be16(i))
+                    i += 2
+                    guard i + size <= payload.endIndex else {
+                        throw DepacketizationError(codec: .h264, reason: .truncated, packetIndex: index, offset: i - s)
+                    }
+                    if size > 0 {
+                        if payload[i] & 0x1F == H264NALType.idr { keyframe = true }
+                        out.append(contentsOf: H264AnnexB.startCode)
+                        out.append(contentsOf: payload[i..<(i + size)])
+                    }
+                    i += size
+                }
+            case H264NALType.fuA:
+                guard payload.count >= 2 else {
+                    throw DepacketizationError(codec: .h264, reason: .truncated, packetIndex: index, offset: 1)
+                }
+                let fu = payload[s + 1]
+                let isStart = fu & 0x80 != 0
+                let isEnd = fu & 0x40 != 0
+                if isStart {
+                    let nalHeader = (header & 0xE0) | (fu & 0x1F)
+                    if nalHeader & 0x1F == H264NALType.idr { keyframe = true }
+                    out.append(contentsOf: H264AnnexB.startCode)
+                    out.append(nalHeader)
+                    inFragment = true
+                } else if !inFragment {
+                    throw DepacketizationError(codec: .h264, reason: .fragmentWithoutStart, packetIndex: index, offset: 1)
+                }
+                out.append(contentsOf: payload[(s + 2)...])
+                if isEnd { inFragment = false }
+            case H264NALType.stapB, H264NALType.mtap16, H264NALType.mtap24, H264NALType.fuB:
+                throw DepacketizationError(codec: .h264, reason: .unsupportedNALType(type), packetIndex: index, offset: 0)
+            default:
+                continue  // 0, 30, 31: reserved, ignored (RFC 6184 §5.2)
+            }
+        }
+        guard !out.isEmpty else { throw DepacketizationError(codec: .h264, reason: .empty, packetIndex: 0, offset: 0) }
+        return DepacketizedFrame(data: out, isKeyframe: keyframe)
+    }
+}
