@@ -4,12 +4,12 @@ internal import COpenSSL
 /// and the SSL ex-data slot). Owned by `DTLSTransport`, which frees the SSL (and so the BIO)
 /// before this object goes away, so both pointers are held unretained.
 final class DTLSConnectionContext {
-    let send: (UnsafeRawBufferPointer) -> Void
+    let send: @Sendable (UnsafeRawBufferPointer) -> Void
     let mtu: Int
     let initialTimeoutMicroseconds: UInt32
     var datagramsSent = 0
 
-    init(mtu: Int, initialTimeoutMicroseconds: UInt32, send: @escaping (UnsafeRawBufferPointer) -> Void) {
+    init(mtu: Int, initialTimeoutMicroseconds: UInt32, send: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
         self.mtu = mtu
         self.initialTimeoutMicroseconds = initialTimeoutMicroseconds
         self.send = send

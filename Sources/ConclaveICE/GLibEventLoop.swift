@@ -14,9 +14,6 @@ import Synchronization
 /// calls the `quit` it is given when done (possibly later, from a callback); the thread then
 /// dispatches whatever is still pending and exits; `waitForExit()` joins it.
 final class GLibEventLoop: @unchecked Sendable {
-    /// Loop threads currently running in the process (tests check that closing ends them).
-    static let runningThreads = Atomic<Int>(0)
-
     // @unchecked: `context` and `loop` are GLib objects whose attach/quit/wakeup APIs are
     // thread-safe; all mutable Swift state is inside `lifecycle`.
     let context: OpaquePointer  // GMainContext *
@@ -56,6 +53,12 @@ final class GLibEventLoop: @unchecked Sendable {
         g_main_loop_unref(loop)
         g_main_context_unref(context)
     }
+
+    /// True once the thread has run its last work item (it then only returns).
+    var hasExited: Bool { lifecycle.withLock { $0.exited } }
+
+    /// True once the thread has been joined (by `waitForExit`) or detached.
+    var isJoinedOrDetached: Bool { lifecycle.withLock { $0.joined } }
 
     /// True when called on the loop thread while it iterates the context.
     var isCurrentThread: Bool { g_main_context_is_owner(context) != 0 }
@@ -134,8 +137,6 @@ final class GLibEventLoop: @unchecked Sendable {
 
     /// The thread's body, after the start box has been unwrapped.
     fileprivate func run() {
-        Self.runningThreads.add(1, ordering: .relaxed)
-        defer { Self.runningThreads.subtract(1, ordering: .relaxed) }
         g_main_context_push_thread_default(context)
         g_main_loop_run(loop)
         // Dispatch sources attached before shutdown (including libnice's own final callbacks)

@@ -66,7 +66,8 @@ public actor ICEAgent {
     public nonisolated let receivedDatagrams: AsyncStream<[UInt8]>
 
     private let logger: Logger
-    private let loop: GLibEventLoop
+    /// Internal for tests, which check that closing ends the thread.
+    nonisolated let loop: GLibEventLoop
     private let executor: GLibExecutor
     private let handle: NiceAgentHandle
     private let isClosed = Atomic<Bool>(false)

@@ -1,5 +1,6 @@
 import ConclaveDTLS
 import Logging
+import Synchronization
 
 /// Deterministic generator (SplitMix64) so fuzz failures reproduce.
 struct SeededGenerator: RandomNumberGenerator {
@@ -19,11 +20,15 @@ func randomBytes(_ count: Int, using generator: inout SeededGenerator) -> [UInt8
 }
 
 /// Collects what a transport writes, as separate datagrams.
-final class Outbox {
-    var datagrams: [[UInt8]] = []
+final class Outbox: Sendable {
+    private let storage = Mutex<[[UInt8]]>([])
+    var datagrams: [[UInt8]] { storage.withLock { $0 } }
+    func append(_ datagram: [UInt8]) { storage.withLock { $0.append(datagram) } }
     func take() -> [[UInt8]] {
-        defer { datagrams.removeAll() }
-        return datagrams
+        storage.withLock { datagrams in
+            defer { datagrams.removeAll() }
+            return datagrams
+        }
     }
 }
 
@@ -54,13 +59,13 @@ final class MemoryLink {
             configuration: .init(
                 role: .client, remoteFingerprint: clientExpects ?? serverCertificate.fingerprint, srtpProfiles: profiles,
                 initialRetransmissionTimeout: initialTimeout),
-            logger: logger, send: { clientOut.datagrams.append(Array($0)) })
+            logger: logger, send: { clientOut.append(Array($0)) })
         server = try DTLSTransport(
             certificate: serverCertificate,
             configuration: .init(
                 role: .server, remoteFingerprint: serverExpects ?? clientCertificate.fingerprint,
                 srtpProfiles: serverProfiles ?? profiles, initialRetransmissionTimeout: initialTimeout),
-            logger: logger, send: { serverOut.datagrams.append(Array($0)) })
+            logger: logger, send: { serverOut.append(Array($0)) })
     }
 
     /// Delivers flights back and forth until neither side has anything to send. Returns the

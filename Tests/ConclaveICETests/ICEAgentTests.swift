@@ -3,7 +3,7 @@ import Testing
 
 @testable import ConclaveICE
 
-/// Serialized: the tests count the process's ICE loop threads.
+/// Serialized: each test runs its own agents; keeps the loopback traffic of one test at a time.
 @Suite("ICE agent over loopback", .serialized)
 struct ICEAgentTests {
     @Test("two agents connect with trickled host candidates on 127.0.0.1 only")
@@ -102,12 +102,12 @@ struct ICEAgentTests {
 
     @Test("closing ends the streams and joins the loop threads, every time")
     func closeIsClean() async throws {
-        let before = GLibEventLoop.runningThreads.load(ordering: .relaxed)
         for _ in 0..<4 {
             let pair = try await ConnectedPair.connect()
-            #expect(GLibEventLoop.runningThreads.load(ordering: .relaxed) >= before + 2)
+            let loops = [pair.controlling.loop, pair.controlled.loop]
+            #expect(loops.allSatisfy { !$0.hasExited })
             await pair.close()  // waits for the forwarding tasks, so the streams must have finished
-            #expect(GLibEventLoop.runningThreads.load(ordering: .relaxed) == before)
+            #expect(loops.allSatisfy { $0.hasExited && $0.isJoinedOrDetached }, "threads ended and joined")
             #expect(await pair.controllingObserver.states.last == .closed)
             #expect(pair.controlling.state == .closed)
             #expect(pair.controlling.send([1, 2, 3]) == false)
@@ -115,15 +115,17 @@ struct ICEAgentTests {
             await pair.controlling.close()  // idempotent
         }
         // An agent dropped without close() still ends its thread.
+        var loop: GLibEventLoop?
         do {
             let agent = try makeLoopbackAgent(.controlling)
             try await agent.gatherCandidates()
+            loop = agent.loop
         }
+        let droppedLoop = try #require(loop)
         try await withDeadline("dropped agent's thread to end") {
-            while GLibEventLoop.runningThreads.load(ordering: .relaxed) != before {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            while !droppedLoop.hasExited { try await Task.sleep(for: .milliseconds(10)) }
         }
+        #expect(droppedLoop.isJoinedOrDetached)
     }
 
     @Test("malformed or unusable remote candidates give typed errors")
