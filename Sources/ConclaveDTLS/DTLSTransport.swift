@@ -83,3 +83,97 @@ public final class DTLSTransport: @unchecked Sendable {
         lock.withLock { _ in engine.close() }
     }
 }
+
+/// Which side of the DTLS handshake we play, from the SDP `a=setup` negotiation (RFC 8842).
+public enum DTLSRole: Sendable, Hashable {
+    /// `a=setup:active`: we send the ClientHello.
+    case client
+    /// `a=setup:passive`: we wait for the ClientHello.
+    case server
+
+    /// Our role when answering an offer whose `a=setup` is `remoteSetup`: a remote `actpass` is
+    /// answered with `active`, as browsers do, so that we start the handshake at once.
+    public init(answeringRemoteSetup remoteSetup: String) throws(DTLSError) {
+        switch remoteSetup.lowercased() {
+        case "active": self = .server
+        case "passive", "actpass": self = .client
+        default: throw .invalidSetupRole(remoteSetup)
+        }
+    }
+
+    /// Our role after our offer said `actpass` and the answer said `remoteSetup`.
+    public init(offeredActpassAndRemoteAnswered remoteSetup: String) throws(DTLSError) {
+        switch remoteSetup.lowercased() {
+        case "active": self = .server
+        case "passive": self = .client
+        default: throw .invalidSetupRole(remoteSetup)
+        }
+    }
+
+    /// The `a=setup` value announcing this role.
+    public var sdpSetup: String { self == .client ? "active" : "passive" }
+}
+
+extension DTLSTransport {
+    /// Where the handshake stands.
+    public enum State: Sendable, Hashable, CustomStringConvertible {
+        case new, handshaking, connected, failed, closed
+        public var description: String {
+            switch self {
+            case .new: "new"
+            case .handshaking: "handshaking"
+            case .connected: "connected"
+            case .failed: "failed"
+            case .closed: "closed"
+            }
+        }
+    }
+
+    /// What an inbound datagram changed.
+    public enum Event: Sendable, Hashable {
+        /// The handshake finished, the peer is who the SDP said, and these are the SRTP keys.
+        case connected(SRTPKeyingMaterial)
+        /// The peer sent close_notify.
+        case closedByPeer
+    }
+
+    /// Settings fixed for the life of the connection.
+    public struct Configuration: Sendable {
+        public var role: DTLSRole
+        /// The peer's `a=fingerprint` from SDP.
+        public var remoteFingerprint: DTLSFingerprint
+        /// Offered SRTP profiles, most preferred first.
+        public var srtpProfiles: [SRTPProtectionProfile]
+        /// Largest datagram we send (ICE over a 1500-byte path leaves room for 1200 safely).
+        public var mtu: Int
+        /// First retransmission timer; doubles on each retransmission (RFC 6347 default 1 s).
+        public var initialRetransmissionTimeout: Duration
+
+        public init(
+            role: DTLSRole,
+            remoteFingerprint: DTLSFingerprint,
+            srtpProfiles: [SRTPProtectionProfile] = [.aeadAES128GCM, .aes128CMSHA1_80],
+            mtu: Int = 1200,
+            initialRetransmissionTimeout: Duration = .seconds(1)
+        ) {
+            self.role = role
+            self.remoteFingerprint = remoteFingerprint
+            self.srtpProfiles = srtpProfiles
+            self.mtu = mtu
+            self.initialRetransmissionTimeout = initialRetransmissionTimeout
+        }
+    }
+
+    /// Counters for logs and statistics.
+    public struct Statistics: Sendable, Hashable {
+        /// Datagrams handed to `receive`.
+        public var datagramsReceived = 0
+        /// Datagrams dropped without reaching OpenSSL: not DTLS by their first byte, or arriving
+        /// after the transport failed or closed.
+        public var datagramsRejected = 0
+        /// Datagrams written to the path.
+        public var datagramsSent = 0
+        /// Timer expiries that made OpenSSL resend a flight.
+        public var retransmissions = 0
+    }
+}

@@ -15,6 +15,7 @@ final class GLibExecutor: SerialExecutor {
     func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
 
     func checkIsolated() {
-        precondition(loop.isCurrentThread, "not on the ICE agent's GLib loop thread")
+        // After close, late jobs run on the loop's serial fallback queue.
+        precondition(loop.isCurrentThread || loop.hasExited, "not on the ICE agent's GLib loop thread")
     }
 }

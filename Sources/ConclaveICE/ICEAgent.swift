@@ -63,6 +63,7 @@ public actor ICEAgent {
     /// Each change of the component's state; ends with `.closed`.
     public nonisolated let stateChanges: AsyncStream<ICEConnectionState>
     /// Received datagrams (DTLS, SRTP, SRTCP), unless a datagram handler was given at init.
+    /// Holds at most 1024 unread datagrams; beyond that the oldest are dropped, as a socket would.
     public nonisolated let receivedDatagrams: AsyncStream<[UInt8]>
 
     private let logger: Logger
@@ -85,7 +86,9 @@ public actor ICEAgent {
         datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil
     ) throws(ICEError) {
         // Validate every address before creating anything.
-        for address in configuration.localAddresses { _ = try Self.niceAddress(address, field: "local address") }
+        var localAddresses = try configuration.localAddresses.map { address throws(ICEError) in
+            try Self.niceAddress(address, field: "local address")
+        }
         if let stun = configuration.stunServer { _ = try Self.niceAddress(stun.address, field: "STUN server") }
         for turn in configuration.turnServers { _ = try Self.niceAddress(turn.address, field: "TURN server") }
 
@@ -110,14 +113,13 @@ public actor ICEAgent {
         cshim_g_object_set_boolean(object, "controlling-mode", configuration.role == .controlling ? 1 : 0)
         cshim_g_object_set_boolean(object, "ice-tcp", configuration.iceTCP ? 1 : 0)
         cshim_g_object_set_boolean(object, "ice-udp", 1)
+        // Keepalives as binding requests (not indications), which consent freshness relies on.
+        cshim_g_object_set_boolean(object, "keepalive-conncheck", 1)
         if let stun = configuration.stunServer {
             cshim_g_object_set_string(object, "stun-server", stun.address)
             cshim_g_object_set_uint(object, "stun-server-port", guint(stun.port))
         }
-        for address in configuration.localAddresses {
-            var niceAddress = try Self.niceAddress(address, field: "local address")
-            _ = nice_agent_add_local_address(agent, &niceAddress)
-        }
+        for index in localAddresses.indices { _ = nice_agent_add_local_address(agent, &localAddresses[index]) }
         let streamID = nice_agent_add_stream(agent, 1)
         let handle = NiceAgentHandle(agent: agent, streamID: streamID, callbacks: callbacks)
 
