@@ -176,6 +176,35 @@ struct ICEAgentTests {
         await agent.close()
     }
 
+    @Test("STUN and TURN (UDP, TCP, TLS) configuration is accepted by address, host names are refused")
+    func serverConfiguration() async throws {
+        // Nothing is gathered, so nothing is sent; the servers are only registered with libnice.
+        let servers = [TURNServer.Transport.udp, .tcp, .tls].map { transport in
+            TURNServer(address: "127.0.0.1", port: 3478, transport: transport, username: "user", password: "secret")
+        }
+        let agent = try ICEAgent(
+            configuration: .init(
+                role: .controlling, localAddresses: ["127.0.0.1"], stunServer: STUNServer(address: "127.0.0.1"),
+                turnServers: servers, portRange: 40_000...40_100),
+            logger: .init(label: "test.ice.servers"))
+        #expect(try await agent.localCredentials().ufrag.count >= 4)
+        #expect(!"\(servers[0])".contains("secret"), "TURN password never printed")
+        await agent.close()
+
+        #expect(throws: ICEError.invalidAddress(field: "TURN server", value: "turn.example.com")) {
+            _ = try ICEAgent(
+                configuration: .init(
+                    role: .controlling,
+                    turnServers: [.init(address: "turn.example.com", port: 3478, transport: .udp, username: "u", password: "p")]),
+                logger: .init(label: "t"))
+        }
+        #expect(throws: ICEError.invalidAddress(field: "STUN server", value: "stun.example.com")) {
+            _ = try ICEAgent(
+                configuration: .init(role: .controlling, stunServer: .init(address: "stun.example.com")),
+                logger: .init(label: "t"))
+        }
+    }
+
     @Test("candidate parser survives a seeded fuzz loop with typed errors only")
     func candidateParserFuzz() {
         var generator = SeededGenerator(seed: 0xC0FFEE)
