@@ -137,6 +137,7 @@ let package = Package(
         .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP"]),
         .testTarget(name: "ConclaveMediaTests", dependencies: ["ConclaveMedia", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveTests", dependencies: ["Conclave", "ConclaveTestSupport"]),
     ]
 )
 

@@ -1,0 +1,421 @@
+import ConclaveDTLS
+import ConclaveICE
+import ConclaveSDP
+import ConclaveSRTP
+import Foundation
+import JanusClient
+import Logging
+import Synchronization
+
+/// Why the media transport of a PeerConnection failed.
+public struct MediaTransportError: Error, Sendable, CustomStringConvertible {
+    /// What failed, for people.
+    public var description: String
+
+    init(_ description: String) { self.description = description }
+}
+
+/// Where a media transport stands.
+public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
+    case new
+    /// ICE is checking pairs.
+    case connecting
+    /// ICE works and DTLS is handshaking.
+    case handshaking
+    /// SRTP keys are in place: media flows.
+    case connected
+    /// ICE failed, or DTLS failed (the error says why).
+    case failed(String)
+    case closed
+
+    public var description: String {
+        switch self {
+        case .new: "new"
+        case .connecting: "connecting"
+        case .handshaking: "handshaking"
+        case .connected: "connected"
+        case .failed(let reason): "failed: \(reason)"
+        case .closed: "closed"
+        }
+    }
+}
+
+/// ICE, DTLS and SRTP for one bundled, rtcp-muxed PeerConnection: the secure datagram path that
+/// RTP and RTCP travel on.
+///
+/// Inbound work runs synchronously on the ICE agent's loop thread as each datagram arrives: the
+/// datagram is classified (RFC 7983), handed to DTLS during the handshake, or SRTP-unprotected in
+/// place and passed to ``onRTP``/``onRTCP``. That keeps the per-packet path free of task hops.
+/// Outbound packets are protected and sent from whatever thread calls ``sendRTP(_:)``.
+public final class MediaTransport: Sendable {
+    /// Settings for one transport.
+    public struct Configuration: Sendable {
+        /// Local addresses ICE gathers on (the test bed's veth address; empty: every interface).
+        public var localAddresses: [String]
+        /// A STUN server for a server-reflexive candidate.
+        public var stunServer: STUNServer?
+        /// TURN relays.
+        public var turnServers: [TURNServer]
+
+        /// Creates a configuration.
+        public init(localAddresses: [String] = [], stunServer: STUNServer? = nil, turnServers: [TURNServer] = []) {
+            self.localAddresses = localAddresses
+            self.stunServer = stunServer
+            self.turnServers = turnServers
+        }
+    }
+
+    /// Counters for status displays and tests.
+    public struct Counters: Sendable, Hashable {
+        public var rtpReceived = 0
+        public var rtcpReceived = 0
+        public var unprotectFailures = 0
+        public var rtpSent = 0
+        public var rtcpSent = 0
+        public var sendFailures = 0
+    }
+
+    /// The ICE agent (for local candidates and remote trickle).
+    public let ice: ICEAgent
+    /// Our DTLS certificate; its fingerprint goes into our SDP.
+    public let certificate: DTLSCertificate
+    /// State changes.
+    public let states: AsyncStream<MediaTransportState>
+    private let stateContinuation: AsyncStream<MediaTransportState>.Continuation
+    private let logger: Logger
+
+    private struct Inner {
+        var dtls: DTLSTransport?
+        var inbound: SRTPSession?
+        var outbound: SRTPSession?
+        var state: MediaTransportState = .new
+        var counters = Counters()
+        var onRTP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
+        var onRTCP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
+    }
+
+    private let inner = Mutex(Inner())
+    private let timers = Mutex<[Task<Void, Never>]>([])
+
+    /// Creates the transport and its ICE agent (`controlling` when we send the offer).
+    public init(configuration: Configuration, controlling: Bool, logger: Logger) throws {
+        let (states, continuation) = AsyncStream.makeStream(
+            of: MediaTransportState.self,
+            bufferingPolicy: .bufferingNewest(16)
+        )
+        self.states = states
+        self.stateContinuation = continuation
+        self.logger = logger
+        certificate = try DTLSCertificate()
+        let box = WeakBox<MediaTransport>()
+        ice = try ICEAgent(
+            configuration: ICEAgent.Configuration(
+                role: controlling ? .controlling : .controlled,
+                localAddresses: configuration.localAddresses,
+                stunServer: configuration.stunServer,
+                turnServers: configuration.turnServers
+            ),
+            logger: logger,
+            datagramHandler: { datagram in box.value?.receive(datagram) }
+        )
+        box.value = self
+        let ice = self.ice
+        track(
+            Task { [weak self] in
+                for await state in ice.stateChanges {
+                    self?.iceStateChanged(state)
+                }
+            }
+        )
+    }
+
+    /// Sets where decrypted RTP and RTCP go. Called on the ICE loop thread; the buffer holds one
+    /// packet and is valid only during the call (copy what must be kept).
+    public func setHandlers(
+        rtp: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Void,
+        rtcp: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Void
+    ) {
+        inner.withLock {
+            $0.onRTP = rtp
+            $0.onRTCP = rtcp
+        }
+    }
+
+    /// Our ICE credentials, DTLS fingerprint and the candidates gathered so far.
+    public func localParameters(waitForCandidates limit: Duration = .seconds(2)) async throws -> LocalTransportParameters {
+        try await ice.gatherCandidates()
+        let credentials = try await ice.localCredentials()
+        // Host candidates on the given addresses arrive at once; wait briefly for gathering to end
+        // so the first description already carries them (the rest are trickled).
+        var candidates: [ICECandidate] = []
+        var complete = false
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let lines = try await ice.currentLocalCandidates()
+            candidates = lines.compactMap { try? ICECandidate(parsing: $0) }
+            if !candidates.isEmpty {
+                complete = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return LocalTransportParameters(
+            iceUfrag: credentials.ufrag,
+            icePwd: credentials.password,
+            fingerprint: SDPFingerprint(digest: certificate.fingerprint.digest),
+            candidates: candidates,
+            endOfCandidates: complete && configurationHasNoServers
+        )
+    }
+
+    private var configurationHasNoServers: Bool {
+        ice.configuration.stunServer == nil && ice.configuration.turnServers.isEmpty
+    }
+
+    /// Applies the peer's ICE parameters and prepares DTLS in `role` against its fingerprint.
+    public func start(remote: RemoteTransportParameters, role: DTLSRole) async throws {
+        try await ice.setRemoteCredentials(ICECredentials(ufrag: remote.iceUfrag, password: remote.icePwd))
+        for candidate in remote.candidates {
+            do {
+                try await ice.addRemoteCandidate(candidate.trickleString)
+            } catch {
+                logger.debug("skipping remote candidate", metadata: ["error": "\(error)"])
+            }
+        }
+        if remote.endOfCandidates { try await ice.addRemoteEndOfCandidates() }
+        let fingerprint = DTLSFingerprint(algorithm: .sha256, digest: remote.fingerprint.digest)
+        let dtls = try DTLSTransport(
+            certificate: certificate,
+            configuration: DTLSTransport.Configuration(role: role, remoteFingerprint: fingerprint),
+            logger: logger,
+            send: { [ice] datagram in _ = ice.send(datagram) }
+        )
+        inner.withLock { $0.dtls = dtls }
+        if ice.state == .connected || ice.state == .ready { beginHandshake() }
+    }
+
+    /// Trickles our local candidates (and the end marker) to Janus on `handle`, until the
+    /// transport closes. Returns the task doing it.
+    func trickleCandidates(to handle: JanusHandle) -> Task<Void, Never> {
+        let candidates = ice.localCandidates
+        return Task {
+            for await event in candidates {
+                switch event {
+                case .candidate(let line):
+                    try? await handle.trickle(.candidate(line, sdpMid: "0", sdpMLineIndex: 0))
+                case .endOfCandidates:
+                    try? await handle.trickle(.completed)
+                }
+            }
+        }
+    }
+
+    /// Adds a candidate the peer trickled (`candidate:...`).
+    public func addRemoteCandidate(_ line: String) async {
+        do {
+            try await ice.addRemoteCandidate(line)
+        } catch {
+            logger.debug("ignoring remote candidate", metadata: ["candidate": "\(line)", "error": "\(error)"])
+        }
+    }
+
+    /// The peer has no more candidates.
+    public func remoteEndOfCandidates() async {
+        try? await ice.addRemoteEndOfCandidates()
+    }
+
+    /// Protects and sends one RTP packet (the buffer needs room for the SRTP trailer).
+    public func sendRTP(_ packet: [UInt8]) {
+        send(packet, rtcp: false)
+    }
+
+    /// Protects and sends one RTCP compound packet.
+    public func sendRTCP(_ packet: [UInt8]) {
+        send(packet, rtcp: true)
+    }
+
+    /// The counters so far.
+    public var counters: Counters { inner.withLock { $0.counters } }
+
+    /// The current state.
+    public var state: MediaTransportState { inner.withLock { $0.state } }
+
+    /// Waits until SRTP keys are in place, or throws when the transport fails or `limit` passes.
+    public func waitUntilConnected(within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            switch state {
+            case .connected: return
+            case .failed(let reason): throw MediaTransportError("media transport failed: \(reason)")
+            case .closed: throw MediaTransportError("media transport closed")
+            default: try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        throw MediaTransportError("media transport not connected within \(limit) (state \(state))")
+    }
+
+    /// Closes DTLS (close_notify) and ICE.
+    public func close() async {
+        let dtls = inner.withLock { inner -> DTLSTransport? in
+            inner.state = .closed
+            inner.onRTP = nil
+            inner.onRTCP = nil
+            return inner.dtls
+        }
+        dtls?.close()
+        for task in timers.withLock({ $0 }) { task.cancel() }
+        stateContinuation.yield(.closed)
+        stateContinuation.finish()
+        await ice.close()
+    }
+
+    // MARK: Internals
+
+    private func send(_ packet: [UInt8], rtcp: Bool) {
+        guard let session = inner.withLock({ $0.outbound }) else { return }
+        var buffer = packet
+        buffer.reserveCapacity(packet.count + SRTPSession.trailerCapacity)
+        do {
+            if rtcp { try session.protectRTCP(&buffer) } else { try session.protect(&buffer) }
+        } catch {
+            inner.withLock { $0.counters.sendFailures += 1 }
+            logger.debug("SRTP protect failed", metadata: ["error": "\(error)"])
+            return
+        }
+        let sent = ice.send(buffer)
+        inner.withLock {
+            if !sent {
+                $0.counters.sendFailures += 1
+            } else if rtcp {
+                $0.counters.rtcpSent += 1
+            } else {
+                $0.counters.rtpSent += 1
+            }
+        }
+    }
+
+    private func iceStateChanged(_ state: ICEConnectionState) {
+        logger.debug("ICE state", metadata: ["state": "\(state)"])
+        switch state {
+        case .connecting: setState(.connecting, onlyFrom: [.new])
+        case .connected, .ready: beginHandshake()
+        case .failed: setState(.failed("ICE failed: no candidate pair works"), onlyFrom: nil)
+        default: break
+        }
+    }
+
+    /// Starts DTLS once ICE has a working pair and the remote fingerprint is known.
+    private func beginHandshake() {
+        let dtls = inner.withLock { inner -> DTLSTransport? in
+            guard let dtls = inner.dtls, dtls.state == .new else { return nil }
+            return dtls
+        }
+        guard let dtls else { return }
+        setState(.handshaking, onlyFrom: [.new, .connecting])
+        do {
+            try dtls.start()
+        } catch {
+            setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+            return
+        }
+        // Drive retransmissions until the handshake ends.
+        track(
+            Task { [weak self] in
+                while !Task.isCancelled, dtls.state == .handshaking || dtls.state == .new {
+                    try? await Task.sleep(for: dtls.retransmissionTimeout ?? .milliseconds(50))
+                    do {
+                        try dtls.handleTimeout()
+                    } catch {
+                        self?.setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                        return
+                    }
+                }
+            }
+        )
+    }
+
+    /// One datagram from ICE, on the loop thread.
+    private func receive(_ datagram: UnsafeRawBufferPointer) {
+        switch MultiplexedPacketKind(classifying: datagram) {
+        case .dtls:
+            guard let dtls = inner.withLock({ $0.dtls }) else { return }
+            do {
+                if case .connected(let keys) = try dtls.receive(datagram) { installKeys(keys) }
+            } catch {
+                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+            }
+        case .rtp:
+            receiveSRTP(datagram, isRTCP: false)
+        case .rtcp:
+            receiveSRTP(datagram, isRTCP: true)
+        default:
+            break
+        }
+    }
+
+    private func receiveSRTP(_ datagram: UnsafeRawBufferPointer, isRTCP: Bool) {
+        let (session, rtpHandler, rtcpHandler) = inner.withLock { ($0.inbound, $0.onRTP, $0.onRTCP) }
+        guard let session else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: datagram.count, alignment: 8)
+        defer { buffer.deallocate() }
+        buffer.copyMemory(from: datagram)
+        do {
+            let length =
+                isRTCP
+                ? try session.unprotectRTCP(buffer, length: datagram.count)
+                : try session.unprotect(buffer, length: datagram.count)
+            let packet = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+            inner.withLock {
+                if isRTCP { $0.counters.rtcpReceived += 1 } else { $0.counters.rtpReceived += 1 }
+            }
+            if isRTCP { rtcpHandler?(packet) } else { rtpHandler?(packet) }
+        } catch {
+            inner.withLock { $0.counters.unprotectFailures += 1 }
+        }
+    }
+
+    private func installKeys(_ keys: SRTPKeyingMaterial) {
+        guard let profile = SRTPProfile(rawValue: keys.profile.rawValue) else {
+            setState(.failed("DTLS negotiated an SRTP profile this build cannot use (\(keys.profile))"), onlyFrom: nil)
+            return
+        }
+        do {
+            let inbound = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: keys.remoteKeyAndSalt)
+            let outbound = try SRTPSession(profile: profile, direction: .outbound, keyAndSalt: keys.localKeyAndSalt)
+            inner.withLock {
+                $0.inbound = inbound
+                $0.outbound = outbound
+            }
+            logger.debug("DTLS-SRTP connected", metadata: ["profile": "\(profile)"])
+            setState(.connected, onlyFrom: nil)
+        } catch {
+            setState(.failed("SRTP: \(error)"), onlyFrom: nil)
+        }
+    }
+
+    private func setState(_ state: MediaTransportState, onlyFrom allowed: [MediaTransportState]?) {
+        let changed = inner.withLock { inner -> Bool in
+            if inner.state == .closed { return false }
+            if case .failed = inner.state { return false }
+            if let allowed, !allowed.contains(inner.state) { return false }
+            guard inner.state != state else { return false }
+            inner.state = state
+            return true
+        }
+        if changed {
+            if case .failed(let reason) = state { logger.warning("media transport failed", metadata: ["reason": "\(reason)"]) }
+            stateContinuation.yield(state)
+        }
+    }
+
+    private func track(_ task: Task<Void, Never>) {
+        timers.withLock { $0.append(task) }
+    }
+}
+
+/// A weak reference that can be captured before the object exists (the ICE agent's datagram
+/// handler is created before the transport that owns the agent).
+final class WeakBox<T: AnyObject & Sendable>: @unchecked Sendable {
+    // @unchecked: `value` is set once during init, before any datagram can arrive, and then read only.
+    weak var value: T?
+}

@@ -1,0 +1,328 @@
+import ConclaveCore
+import ConclaveDTLS
+import ConclaveRTP
+import ConclaveSDP
+import Foundation
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+
+/// The monotonic clock the media plane runs on, as the RTP modules count time.
+enum MediaClock {
+    private static let origin = ContinuousClock.now
+
+    /// Now, in microseconds since the process's media clock started.
+    static func now() -> MonotonicTime {
+        let elapsed = ContinuousClock.now - origin
+        return MonotonicTime(
+            microseconds: elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        )
+    }
+
+    /// The wall clock as an NTP timestamp, for sender reports.
+    static func wallClock() -> NTPTimestamp {
+        NTPTimestamp(unixMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+    }
+}
+
+/// A publisher in a VideoRoom: one PeerConnection sending our audio and video to Janus.
+///
+/// ``send(_:)`` takes complete encoded frames (already end-to-end encrypted when the call is), turns
+/// them into RTP, protects them with SRTP and sends them. NACKs are answered from the packet
+/// history, keyframe requests (PLI, FIR) are passed on through ``keyframeRequests``, and REMB
+/// bitrate limits through ``bitrateLimits``. Sender reports go out every second.
+public final class Publisher: Sendable {
+    /// What to publish.
+    public struct Configuration: Sendable {
+        /// The room to join.
+        public var room: UInt64
+        /// The display name (`"<userId>:<name>"` for ECall compatibility).
+        public var display: String?
+        /// The audio codec, or nil for no audio.
+        public var audio: MediaCodec?
+        /// The video codec, or nil for no video.
+        public var video: MediaCodec?
+        /// Whether the media is end-to-end encrypted (sets Janus's JSEP `e2ee` flag).
+        public var endToEndEncrypted: Bool
+        /// ICE settings.
+        public var transport: MediaTransport.Configuration
+
+        /// Creates a configuration: Opus and VP8 by default.
+        public init(
+            room: UInt64,
+            display: String?,
+            audio: MediaCodec? = .opus,
+            video: MediaCodec? = .vp8,
+            endToEndEncrypted: Bool = false,
+            transport: MediaTransport.Configuration = .init()
+        ) {
+            self.room = room
+            self.display = display
+            self.audio = audio
+            self.video = video
+            self.endToEndEncrypted = endToEndEncrypted
+            self.transport = transport
+        }
+    }
+
+    /// Our feed id in the room.
+    public let feedID: UInt64
+    /// The publishers already in the room when we joined.
+    public let initialPublishers: [VideoRoom.Publisher]
+    /// The VideoRoom handle (room events arrive on its event stream).
+    public let handle: VideoRoomHandle
+    /// The secure transport.
+    public let transport: MediaTransport
+    /// One element per keyframe request from Janus (PLI or FIR), throttled.
+    public let keyframeRequests: AsyncStream<MediaCodec>
+    /// Bitrate limits (bits per second) from the receiver's REMB.
+    public let bitrateLimits: AsyncStream<UInt64>
+    /// Room events seen by our handle: publishers arriving, leaving, unpublishing, talking.
+    public let roomEvents: AsyncStream<VideoRoom.Event>
+    private let roomEventContinuation: AsyncStream<VideoRoom.Event>.Continuation
+
+    private let keyframeContinuation: AsyncStream<MediaCodec>.Continuation
+    private let bitrateContinuation: AsyncStream<UInt64>.Continuation
+    private let logger: Logger
+    private let state: Mutex<SendState>
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+
+    private struct SendState {
+        var audio: Track?
+        var video: Track?
+        var vp8 = VP8Packetizer()
+        var h264 = H264Packetizer()
+        var framesSent = 0
+    }
+
+    private struct Track {
+        var codec: MediaCodec
+        var sender: RTPSender
+    }
+
+    /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected).
+    public static func publish(
+        on session: JanusSession,
+        configuration: Configuration,
+        logger: Logger = Logger(label: "conclave.publisher")
+    ) async throws -> Publisher {
+        let handle = try await VideoRoomHandle.attach(to: session)
+        let joined = try await handle.joinAsPublisher(room: configuration.room, display: configuration.display)
+        let transport = try MediaTransport(configuration: configuration.transport, controlling: true, logger: logger)
+        do {
+            return try await Publisher(
+                handle: handle,
+                joined: joined,
+                transport: transport,
+                configuration: configuration,
+                logger: logger
+            )
+        } catch {
+            await transport.close()
+            try? await handle.handle.detach()
+            throw error
+        }
+    }
+
+    private init(
+        handle: VideoRoomHandle,
+        joined: VideoRoom.Joined,
+        transport: MediaTransport,
+        configuration: Configuration,
+        logger: Logger
+    ) async throws {
+        self.handle = handle
+        self.transport = transport
+        self.feedID = joined.id
+        self.initialPublishers = joined.publishers
+        var logger = logger
+        logger[metadataKey: "feed"] = "\(joined.id)"
+        self.logger = logger
+        (keyframeRequests, keyframeContinuation) = AsyncStream.makeStream(
+            of: MediaCodec.self,
+            bufferingPolicy: .bufferingNewest(4)
+        )
+        (bitrateLimits, bitrateContinuation) = AsyncStream.makeStream(of: UInt64.self, bufferingPolicy: .bufferingNewest(1))
+        (roomEvents, roomEventContinuation) = AsyncStream.makeStream(of: VideoRoom.Event.self)
+
+        let audioTrack = configuration.audio.map {
+            PublisherTrack(codec: $0, ssrc: UInt32.random(in: 1...UInt32.max), trackID: "audio0")
+        }
+        let videoTrack = configuration.video.map {
+            PublisherTrack(codec: $0, ssrc: UInt32.random(in: 1...UInt32.max), trackID: "video0")
+        }
+        func sender(_ track: PublisherTrack?) -> Track? {
+            track.map {
+                Track(
+                    codec: $0.codec,
+                    sender: RTPSender(
+                        sequencer: RTPSequencer(
+                            ssrc: $0.ssrc,
+                            payloadType: $0.payloadType,
+                            initialSequenceNumber: UInt16.random(in: 0...UInt16.max),
+                            timestampOffset: UInt32.random(in: 0...UInt32.max)
+                        ),
+                        clockRate: $0.codec.clockRate
+                    )
+                )
+            }
+        }
+        state = Mutex(SendState(audio: sender(audioTrack), video: sender(videoTrack)))
+
+        let local = try await transport.localParameters()
+        let offer = SDPNegotiator.publisherOffer(
+            audio: audioTrack,
+            video: videoTrack,
+            local: local,
+            cname: "conclave-\(joined.id)",
+            streamID: "conclave-\(joined.id)",
+            sessionID: "\(UInt64.random(in: 1...UInt64(Int64.max)))"
+        )
+        startTrickling()
+        let answerJSEP = try await handle.publish(
+            offer: JSEP(type: .offer, sdp: offer.text, e2ee: configuration.endToEndEncrypted),
+            audioCodec: configuration.audio?.rawValue,
+            videoCodec: configuration.video?.rawValue
+        )
+        let answer = try SessionDescription(parsing: answerJSEP.sdp)
+        let result = try SDPNegotiator.acceptPublisherAnswer(answer, offer: offer)
+        transport.setHandlers(rtp: { _ in }, rtcp: { [weak self] packet in self?.receiveRTCP(packet) })
+        startListening()
+        try await transport.start(
+            remote: result.remote,
+            role: DTLSRole(offeredActpassAndRemoteAnswered: result.remote.setup.rawValue)
+        )
+        try await transport.waitUntilConnected(within: .seconds(10))
+        startSenderReports()
+        logger.debug("publishing", metadata: ["audio": "\(configuration.audio.map(\.rawValue) ?? "none")", "video": "\(configuration.video.map(\.rawValue) ?? "none")"])
+    }
+
+    /// Sends one encoded frame on the track of its kind. Frames of a codec that is not published
+    /// are ignored.
+    public func send(_ frame: EncodedFrame) {
+        let now = MediaClock.now()
+        let packets = state.withLock { state -> [[UInt8]] in
+            switch frame.codec.kind {
+            case .audio:
+                guard var track = state.audio, track.codec == frame.codec else { return [] }
+                let packets = track.sender.send(
+                    payloads: OpusPayload.packetize(frame.data),
+                    mediaTimestamp: frame.rtpTimestamp,
+                    markLast: false,
+                    now: now
+                )
+                state.audio = track
+                return packets
+            case .video:
+                guard var track = state.video, track.codec == frame.codec else { return [] }
+                let payloads = frame.codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
+                let packets = track.sender.send(
+                    payloads: payloads,
+                    mediaTimestamp: frame.rtpTimestamp,
+                    markLast: true,
+                    now: now
+                )
+                state.video = track
+                state.framesSent += 1
+                return packets
+            }
+        }
+        for packet in packets { transport.sendRTP(packet) }
+    }
+
+    /// Stops publishing and leaves the room, then closes the PeerConnection.
+    public func leave() async {
+        try? await handle.unpublish()
+        try? await handle.leave()
+        await close()
+    }
+
+    /// Closes the PeerConnection and the handle without telling the room first.
+    public func close() async {
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+        keyframeContinuation.finish()
+        bitrateContinuation.finish()
+        roomEventContinuation.finish()
+        await transport.close()
+        try? await handle.handle.detach()
+    }
+
+    // MARK: Internals
+
+    private func receiveRTCP(_ packet: UnsafeMutableRawBufferPointer) {
+        guard let packets = try? RTCPCompound.parse(Array(packet)) else { return }
+        let now = MediaClock.now()
+        let arrival = MediaClock.wallClock()
+        var retransmissions: [[UInt8]] = []
+        var keyframe: MediaCodec?
+        var bitrate: UInt64?
+        state.withLock { state in
+            for packet in packets {
+                for kind in [MediaKind.audio, .video] {
+                    guard var track = kind == .audio ? state.audio : state.video else { continue }
+                    for action in track.sender.handle(packet, now: now, arrivalNTP: arrival) {
+                        switch action {
+                        case .retransmit(let packets): retransmissions += packets
+                        case .requestKeyframe: keyframe = track.codec
+                        case .limitBitrate(let limit): bitrate = limit
+                        case .roundTripTime: break
+                        }
+                    }
+                    if kind == .audio { state.audio = track } else { state.video = track }
+                }
+            }
+        }
+        for packet in retransmissions { transport.sendRTP(packet) }
+        if let keyframe { keyframeContinuation.yield(keyframe) }
+        if let bitrate { bitrateContinuation.yield(bitrate) }
+    }
+
+    private func startTrickling() {
+        let task = transport.trickleCandidates(to: handle.handle)
+        tasks.withLock { $0.append(task) }
+    }
+
+    private func startListening() {
+        let transport = self.transport
+        let events = handle.events
+        let roomEvents = roomEventContinuation
+        track {
+            for await event in events {
+                switch event {
+                case .trickle(.candidate(let line, _, _)): await transport.addRemoteCandidate(line)
+                case .trickle(.completed): await transport.remoteEndOfCandidates()
+                case .plugin(let data, _):
+                    for roomEvent in (try? VideoRoom.events(from: data)) ?? [] { roomEvents.yield(roomEvent) }
+                default: break
+                }
+            }
+            roomEvents.finish()
+        }
+    }
+
+    private func startSenderReports() {
+        track { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                self?.sendSenderReports()
+            }
+        }
+    }
+
+    private func sendSenderReports() {
+        let now = MediaClock.now()
+        let wallClock = MediaClock.wallClock()
+        let reports = state.withLock { state in
+            [state.audio, state.video].compactMap { $0?.sender.senderReport(now: now, wallClock: wallClock) }
+        }
+        for report in reports {
+            transport.sendRTCP(RTCPCompound.serialize([.senderReport(report)]))
+        }
+    }
+
+    private func track(_ body: @escaping @Sendable () async -> Void) {
+        let task = Task { await body() }
+        tasks.withLock { $0.append(task) }
+    }
+}

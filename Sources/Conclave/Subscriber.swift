@@ -1,0 +1,374 @@
+import ConclaveCore
+import ConclaveDTLS
+import ConclaveRTP
+import ConclaveSDP
+import Foundation
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+
+/// One complete frame received from a publisher.
+public struct SubscribedFrame: Sendable {
+    /// The publisher's feed id.
+    public var feedID: UInt64
+    /// The publisher's mid for this stream (`0` audio, `1` video for Conclave and browsers).
+    public var feedMid: String?
+    /// The mid of the m-line in our subscriber PeerConnection.
+    public var mid: String
+    /// The frame, as the publisher sent it (still end-to-end encrypted if the call is).
+    public var frame: EncodedFrame
+    /// The RTP SSRC Janus uses towards us for this stream.
+    public var ssrc: UInt32
+    /// When the frame's last packet arrived (media clock, microseconds).
+    public var arrival: MonotonicTime
+}
+
+/// A sender report received for a subscribed stream: the NTP/RTP mapping recordings use for sync.
+public struct SubscribedSenderReport: Sendable {
+    /// The publisher's feed id.
+    public var feedID: UInt64
+    /// Our mid for the stream.
+    public var mid: String
+    /// The report.
+    public var report: RTCPSenderReport
+    /// When it arrived (media clock).
+    public var arrival: MonotonicTime
+}
+
+/// The multistream subscriber of a VideoRoom: one PeerConnection receiving every subscribed feed.
+///
+/// Each m-line gets a jitter buffer that reorders, asks for retransmissions (NACK) and keyframes
+/// (PLI), and delivers complete frames on ``frames``. Feeds are added and removed with
+/// ``add(feeds:)`` and ``remove(feeds:)``; Janus's renegotiation offers are answered on the same
+/// transport (no ICE restart).
+public final class Subscriber: Sendable {
+    /// The VideoRoom handle of the subscription.
+    public let handle: VideoRoomHandle
+    /// The secure transport.
+    public let transport: MediaTransport
+    /// Complete frames from every subscribed stream.
+    public let frames: AsyncStream<SubscribedFrame>
+    /// Sender reports of the subscribed streams.
+    public let senderReports: AsyncStream<SubscribedSenderReport>
+
+    private let frameContinuation: AsyncStream<SubscribedFrame>.Continuation
+    private let reportContinuation: AsyncStream<SubscribedSenderReport>.Continuation
+    private let logger: Logger
+    private let state = Mutex(ReceiveState())
+    private let negotiation = NegotiationLock()
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+
+    private struct Stream {
+        var media: NegotiatedMedia
+        var feedID: UInt64
+        var feedMid: String?
+        var buffer: JitterBuffer
+    }
+
+    private struct ReceiveState {
+        var streams: [String: Stream] = [:]
+        var midBySSRC: [UInt32: String] = [:]
+        var midExtensionID: UInt8?
+        var localSSRC = UInt32.random(in: 1...UInt32.max)
+        var local: LocalTransportParameters?
+        var sessionVersion: UInt64 = 1
+        var layout: [VideoRoom.SubscribedStream] = []
+        var unknownPackets = 0
+    }
+
+    /// Subscribes to `feeds` in `room`; returns once media can flow.
+    public static func subscribe(
+        on session: JanusSession,
+        room: UInt64,
+        feeds: [UInt64],
+        privateID: UInt64? = nil,
+        transport configuration: MediaTransport.Configuration = .init(),
+        logger: Logger = Logger(label: "conclave.subscriber")
+    ) async throws -> Subscriber {
+        let handle = try await VideoRoomHandle.attach(to: session)
+        let transport = try MediaTransport(configuration: configuration, controlling: false, logger: logger)
+        let subscriber = Subscriber(handle: handle, transport: transport, logger: logger)
+        do {
+            let (streams, offer) = try await handle.joinAsSubscriber(
+                room: room,
+                streams: feeds.map { VideoRoom.StreamSelection(feed: $0) },
+                privateID: privateID
+            )
+            try await subscriber.answer(offer, layout: streams)
+            try await transport.waitUntilConnected(within: .seconds(10))
+            return subscriber
+        } catch {
+            await subscriber.close()
+            throw error
+        }
+    }
+
+    private init(handle: VideoRoomHandle, transport: MediaTransport, logger: Logger) {
+        self.handle = handle
+        self.transport = transport
+        self.logger = logger
+        (frames, frameContinuation) = AsyncStream.makeStream(of: SubscribedFrame.self, bufferingPolicy: .unbounded)
+        (senderReports, reportContinuation) = AsyncStream.makeStream(
+            of: SubscribedSenderReport.self,
+            bufferingPolicy: .bufferingNewest(256)
+        )
+        transport.setHandlers(
+            rtp: { [weak self] packet in self?.receiveRTP(packet) },
+            rtcp: { [weak self] packet in self?.receiveRTCP(packet) }
+        )
+        startListening()
+        startTicking()
+        let trickle = transport.trickleCandidates(to: handle.handle)
+        tasks.withLock { $0.append(trickle) }
+    }
+
+    /// The streams currently subscribed, as Janus last described them.
+    public var streams: [VideoRoom.SubscribedStream] { state.withLock { $0.layout } }
+
+    /// Receive statistics per mid.
+    public var statistics: [String: ReceiveStatistics] {
+        state.withLock { $0.streams.mapValues { $0.buffer.statistics } }
+    }
+
+    /// Adds every stream of `feeds` to the subscription.
+    public func add(feeds: [UInt64]) async throws {
+        guard !feeds.isEmpty else { return }
+        let (streams, offer) = try await handle.subscribe(feeds.map { VideoRoom.StreamSelection(feed: $0) })
+        if let offer { try await answer(offer, layout: streams) }
+    }
+
+    /// Removes every stream of `feeds` from the subscription.
+    public func remove(feeds: [UInt64]) async throws {
+        guard !feeds.isEmpty else { return }
+        let (streams, offer) = try await handle.unsubscribe(feeds.map { VideoRoom.StreamSelection(feed: $0) })
+        if let offer { try await answer(offer, layout: streams) }
+    }
+
+    /// Leaves the subscription and closes the PeerConnection.
+    public func close() async {
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+        try? await handle.leave()
+        await transport.close()
+        try? await handle.handle.detach()
+        frameContinuation.finish()
+        reportContinuation.finish()
+    }
+
+    // MARK: Negotiation
+
+    /// Answers a Janus offer (the first one, or a renegotiation after the feeds changed).
+    private func answer(_ offer: JSEP, layout: [VideoRoom.SubscribedStream]) async throws {
+        try await negotiation.run {
+            let description = try SessionDescription(parsing: offer.sdp)
+            let (cachedLocal, version) = state.withLock { state -> (LocalTransportParameters?, UInt64) in
+                state.sessionVersion += 1
+                return (state.local, state.sessionVersion)
+            }
+            let isFirst = cachedLocal == nil
+            let local: LocalTransportParameters
+            if let cachedLocal {
+                local = cachedLocal
+            } else {
+                local = try await transport.localParameters()
+            }
+            let (answer, result) = try SDPNegotiator.subscriberAnswer(
+                to: description,
+                local: local,
+                sessionID: "\(state.withLock { $0.localSSRC })",
+                sessionVersion: version
+            )
+            state.withLock { state in
+                state.local = local
+                state.layout = layout.isEmpty ? state.layout : layout
+                var kept: [String: Stream] = [:]
+                for media in result.media {
+                    let described = layout.first { $0.mid == media.mid }
+                    let feedID = described?.feedID ?? state.streams[media.mid]?.feedID ?? 0
+                    if var existing = state.streams[media.mid], existing.media.codec == media.codec,
+                        existing.media.remoteSSRC == media.remoteSSRC, existing.feedID == feedID
+                    {
+                        existing.media = media
+                        kept[media.mid] = existing
+                    } else {
+                        let configuration =
+                            media.kind == .audio
+                            ? JitterBufferConfiguration.audio(media.codec) : JitterBufferConfiguration.video(media.codec)
+                        kept[media.mid] = Stream(
+                            media: media,
+                            feedID: feedID,
+                            feedMid: described?.feedMid,
+                            buffer: JitterBuffer(configuration: configuration)
+                        )
+                    }
+                    if let id = media.extensionIDs[RTPHeaderExtensionURI.mid] { state.midExtensionID = id }
+                }
+                state.streams = kept
+                state.midBySSRC = [:]
+                for (mid, stream) in kept {
+                    if let ssrc = stream.media.remoteSSRC { state.midBySSRC[ssrc] = mid }
+                }
+            }
+            try await handle.start(answer: JSEP(type: .answer, sdp: answer.text, e2ee: offer.e2ee))
+            if isFirst {
+                try await transport.start(
+                    remote: result.remote,
+                    role: DTLSRole(answeringRemoteSetup: result.remote.setup.rawValue)
+                )
+            }
+            logger.debug("subscription negotiated", metadata: ["streams": "\(result.media.count)"])
+        }
+    }
+
+    private func startListening() {
+        let transport = self.transport
+        let events = handle.events
+        track { [weak self] in
+            for await event in events {
+                switch event {
+                case .trickle(.candidate(let line, _, _)):
+                    await transport.addRemoteCandidate(line)
+                case .trickle(.completed):
+                    await transport.remoteEndOfCandidates()
+                case .plugin(let data, let jsep?) where jsep.type == .offer:
+                    // A renegotiation Janus sent on its own (an update it had postponed).
+                    var layout: [VideoRoom.SubscribedStream] = []
+                    for event in (try? VideoRoom.events(from: data)) ?? [] {
+                        if case .updated(_, let streams) = event { layout = streams }
+                    }
+                    do {
+                        try await self?.answer(jsep, layout: layout)
+                    } catch {
+                        self?.logger.warning("renegotiation failed", metadata: ["error": "\(error)"])
+                    }
+                default:
+                    break
+                }
+            }
+        }
+    }
+
+    // MARK: Receive path (ICE loop thread)
+
+    private func receiveRTP(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let packet = try? RTPPacket(parsing: Array(bytes)) else { return }
+        let now = MediaClock.now()
+        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            var mid = state.midBySSRC[packet.ssrc]
+            if mid == nil, let id = state.midExtensionID, let value = packet.extensionValue(id: id) {
+                let candidate = String(decoding: value, as: UTF8.self)
+                if state.streams[candidate] != nil {
+                    mid = candidate
+                    state.midBySSRC[packet.ssrc] = candidate
+                }
+            }
+            guard let mid, var stream = state.streams[mid], stream.media.payloadType == packet.payloadType else {
+                state.unknownPackets += 1
+                return ([], [])
+            }
+            let output = stream.buffer.receive(packet, arrival: now)
+            state.streams[mid] = stream
+            return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
+        }
+        for frame in frames { frameContinuation.yield(frame) }
+        for packet in feedback { transport.sendRTCP(packet) }
+    }
+
+    private func receiveRTCP(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let packets = try? RTCPCompound.parse(Array(bytes)) else { return }
+        let now = MediaClock.now()
+        for case .senderReport(let report) in packets {
+            let target = state.withLock { state -> (String, UInt64)? in
+                guard let mid = state.midBySSRC[report.ssrc], var stream = state.streams[mid] else { return nil }
+                stream.buffer.noteSenderReport(report, arrival: now)
+                state.streams[mid] = stream
+                return (mid, stream.feedID)
+            }
+            if let (mid, feedID) = target {
+                reportContinuation.yield(
+                    SubscribedSenderReport(feedID: feedID, mid: mid, report: report, arrival: now)
+                )
+            }
+        }
+    }
+
+    private static func deliver(_ output: JitterBufferOutput, stream: Stream, mid: String, localSSRC: UInt32)
+        -> ([SubscribedFrame], [[UInt8]])
+    {
+        let frames = output.frames.map {
+            SubscribedFrame(
+                feedID: stream.feedID,
+                feedMid: stream.feedMid,
+                mid: mid,
+                frame: $0.frame,
+                ssrc: $0.ssrc,
+                arrival: $0.completionTime
+            )
+        }
+        guard let mediaSSRC = stream.media.remoteSSRC ?? output.frames.first?.ssrc else { return (frames, []) }
+        let feedback = output.feedbackPackets(senderSSRC: localSSRC, mediaSSRC: mediaSSRC)
+        return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
+    }
+
+    /// Timeouts and NACK retries every 20 ms; receiver reports every second.
+    private func startTicking() {
+        track { [weak self] in
+            var ticks = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(20))
+                guard let self else { return }
+                self.tick(report: ticks % 50 == 0)
+                ticks += 1
+            }
+        }
+    }
+
+    private func tick(report: Bool) {
+        let now = MediaClock.now()
+        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            var frames: [SubscribedFrame] = []
+            var feedback: [[UInt8]] = []
+            var blocks: [RTCPReportBlock] = []
+            for mid in state.streams.keys {
+                guard var stream = state.streams[mid] else { continue }
+                let output = stream.buffer.tick(now: now)
+                if report, let block = stream.buffer.makeReportBlock(now: now) { blocks.append(block) }
+                state.streams[mid] = stream
+                let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
+                frames += f
+                feedback += b
+            }
+            if !blocks.isEmpty {
+                feedback.append(
+                    RTCPCompound.serialize([.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))])
+                )
+            }
+            return (frames, feedback)
+        }
+        for frame in frames { frameContinuation.yield(frame) }
+        for packet in feedback { transport.sendRTCP(packet) }
+    }
+
+    private func track(_ body: @escaping @Sendable () async -> Void) {
+        let task = Task { await body() }
+        tasks.withLock { $0.append(task) }
+    }
+}
+
+/// Serializes negotiations: Janus may send a new offer while an answer is still being prepared.
+actor NegotiationLock {
+    private var busy = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        while busy {
+            await withCheckedContinuation { waiters.append($0) }
+        }
+        busy = true
+        defer {
+            busy = false
+            if !waiters.isEmpty { waiters.removeFirst().resume() }
+        }
+        return try await body()
+    }
+}

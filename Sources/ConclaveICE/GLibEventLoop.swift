@@ -1,0 +1,181 @@
+internal import CNice
+import Dispatch
+import Glibc
+import Synchronization
+
+/// A `GMainContext` iterated by a dedicated thread, on which libnice runs its timers, socket
+/// reads and signal emissions.
+///
+/// Every `ICEAgent` owns one loop (one thread per transport, as Janus does per handle): an agent
+/// busy with checks never delays another's packets, and closing an agent ends its thread, so
+/// nothing outlives the transport.
+///
+/// Lifecycle: `init` starts the thread; `shutdown(_:)` runs a last closure on the thread, which
+/// calls the `quit` it is given when done (possibly later, from a callback); the thread then
+/// dispatches whatever is still pending and exits; `waitForExit()` joins it.
+final class GLibEventLoop: @unchecked Sendable {
+    // @unchecked: `context` and `loop` are GLib objects whose attach/quit/wakeup APIs are
+    // thread-safe; all mutable Swift state is inside `lifecycle`.
+    let context: OpaquePointer  // GMainContext *
+    private let loop: OpaquePointer  // GMainLoop *
+    private let lifecycle = Mutex(Lifecycle())
+    /// Runs actor jobs that arrive after the thread has exited, in order, one at a time.
+    private let afterExitQueue: DispatchQueue
+
+    private struct Lifecycle: ~Copyable {
+        var thread: pthread_t?
+        /// Set by `shutdown`: no new GSource is attached after this.
+        var stopping = false
+        /// Set by the thread when it has dispatched everything and is about to return.
+        var exited = false
+        var joined = false
+        /// Work that arrived while stopping: run by the thread before it exits.
+        var pending: [@Sendable () -> Void] = []
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Starts the loop thread; `name` labels the queue that serves late actor jobs.
+    init(name: String) throws(ICEError) {
+        context = g_main_context_new()
+        loop = g_main_loop_new(context, 0)
+        afterExitQueue = DispatchQueue(label: "\(name).closed")
+        let start = Unmanaged.passRetained(ThreadStart(loop: self)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, glibLoopThreadMain, start)
+        guard result == 0 else {
+            Unmanaged<ThreadStart>.fromOpaque(start).release()
+            throw ICEError.threadCreationFailed(errno: result)
+        }
+        lifecycle.withLock { $0.thread = thread }
+    }
+
+    deinit {
+        g_main_loop_unref(loop)
+        g_main_context_unref(context)
+    }
+
+    /// True once the thread has run its last work item (it then only returns).
+    var hasExited: Bool { lifecycle.withLock { $0.exited } }
+
+    /// True once the thread has been joined (by `waitForExit`) or detached.
+    var isJoinedOrDetached: Bool { lifecycle.withLock { $0.joined } }
+
+    /// True when called on the loop thread while it iterates the context.
+    var isCurrentThread: Bool { g_main_context_is_owner(context) != 0 }
+
+    /// Runs `body` on the loop thread at its next iteration, never inline (unlike
+    /// `g_main_context_invoke`, which calls directly when already on the owning thread and would
+    /// nest one actor job inside another). After shutdown, runs it on a serial queue instead.
+    func execute(_ body: @escaping @Sendable () -> Void) {
+        enum Route { case attach, pending, afterExit }
+        let route: Route = lifecycle.withLock { state in
+            if !state.stopping { return .attach }
+            if !state.exited {
+                state.pending.append(body)
+                return .pending
+            }
+            return .afterExit
+        }
+        switch route {
+        case .attach: attach(body)
+        case .pending: g_main_context_wakeup(context)
+        case .afterExit: afterExitQueue.async(execute: body)
+        }
+    }
+
+    /// Begins shutdown: `teardown` runs on the loop thread and must call `quit` (immediately or
+    /// from a later callback on the same thread) once it has released its GLib resources.
+    func shutdown(_ teardown: @escaping @Sendable (_ quit: @escaping @Sendable () -> Void) -> Void) {
+        let alreadyStopping = lifecycle.withLock { state in
+            defer { state.stopping = true }
+            return state.stopping
+        }
+        guard !alreadyStopping else { return }
+        attach { [self] in teardown { g_main_loop_quit(self.loop) } }
+    }
+
+    /// Suspends until the thread has exited, then joins it. Must not be called on the loop thread.
+    func waitForExit() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let exited = lifecycle.withLock { state in
+                if !state.exited { state.exitWaiters.append(continuation) }
+                return state.exited
+            }
+            if exited { continuation.resume() }
+        }
+        let thread: pthread_t? = lifecycle.withLock { state in
+            defer { state.joined = true }
+            return state.joined ? nil : state.thread
+        }
+        if let thread { pthread_join(thread, nil) }
+    }
+
+    /// Lets the thread release its resources by itself when nobody will join it.
+    func detachThread() {
+        let thread: pthread_t? = lifecycle.withLock { state in
+            defer { state.joined = true }
+            return state.joined ? nil : state.thread
+        }
+        if let thread { pthread_detach(thread) }
+    }
+
+    private func attach(_ body: @escaping @Sendable () -> Void) {
+        let source = g_idle_source_new()
+        g_source_set_priority(source, G_PRIORITY_DEFAULT)
+        g_source_set_callback(
+            source,
+            { data in
+                guard let data else { return 0 }
+                Unmanaged<ClosureBox>.fromOpaque(data).takeUnretainedValue().body()
+                return 0  // G_SOURCE_REMOVE: run once
+            },
+            Unmanaged.passRetained(ClosureBox(body)).toOpaque(),
+            { data in if let data { Unmanaged<ClosureBox>.fromOpaque(data).release() } })
+        g_source_attach(source, context)
+        g_source_unref(source)
+    }
+
+    /// The thread's body, after the start box has been unwrapped.
+    fileprivate func run() {
+        g_main_context_push_thread_default(context)
+        g_main_loop_run(loop)
+        // Dispatch sources attached before shutdown (including libnice's own final callbacks)
+        // and work queued while stopping, until nothing is left.
+        while true {
+            while g_main_context_iteration(context, 0) != 0 {}
+            let work: [@Sendable () -> Void] = lifecycle.withLock { state in
+                defer { state.pending.removeAll() }
+                if state.pending.isEmpty { state.exited = true }
+                return state.pending
+            }
+            if work.isEmpty { break }
+            for body in work { body() }
+        }
+        g_main_context_pop_thread_default(context)
+        let waiters = lifecycle.withLock { state in
+            defer { state.exitWaiters.removeAll() }
+            return state.exitWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// A closure in a class, so it can travel through a `gpointer`.
+final class ClosureBox: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+/// What the new thread needs: handed over retained, taken back once.
+private final class ThreadStart {
+    let loop: GLibEventLoop
+    init(loop: GLibEventLoop) { self.loop = loop }
+}
+
+/// `void *start_routine(void *)` for pthread_create.
+private func glibLoopThreadMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let argument else { return nil }
+    let start = Unmanaged<ThreadStart>.fromOpaque(argument).takeRetainedValue()
+    start.loop.run()
+    return nil
+}

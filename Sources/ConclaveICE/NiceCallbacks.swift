@@ -1,0 +1,127 @@
+internal import CNice
+import Logging
+import Synchronization
+
+/// What libnice's C callbacks reach through their `gpointer`: only Sendable state, because the
+/// callbacks run on the loop thread while the owning actor is also reachable from elsewhere.
+final class NiceCallbacks: Sendable {
+    let logger: Logger
+    let candidates: AsyncStream<ICECandidateEvent>.Continuation
+    let states: AsyncStream<ICEConnectionState>.Continuation
+    let datagrams: AsyncStream<[UInt8]>.Continuation
+    /// When set, received datagrams go here, synchronously on the loop thread, instead of to
+    /// `datagrams`: the per-packet path without a copy or a task hop.
+    let datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    let state = Mutex(ICEConnectionState.disconnected)
+
+    init(
+        logger: Logger,
+        candidates: AsyncStream<ICECandidateEvent>.Continuation,
+        states: AsyncStream<ICEConnectionState>.Continuation,
+        datagrams: AsyncStream<[UInt8]>.Continuation,
+        datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    ) {
+        self.logger = logger
+        self.candidates = candidates
+        self.states = states
+        self.datagrams = datagrams
+        self.datagramHandler = datagramHandler
+    }
+
+    func update(_ newState: ICEConnectionState) {
+        let changed = state.withLock { current in
+            defer { current = newState }
+            return current != newState
+        }
+        if changed {
+            logger.debug("ICE state changed", metadata: ["state": "\(newState)"])
+            states.yield(newState)
+        }
+    }
+
+    func finish() {
+        update(.closed)
+        candidates.finish()
+        states.finish()
+        datagrams.finish()
+    }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> NiceCallbacks? {
+        guard let pointer else { return nil }
+        return Unmanaged<NiceCallbacks>.fromOpaque(pointer).takeUnretainedValue()
+    }
+}
+
+/// Formats a libnice candidate as an SDP candidate value without `a=`.
+func candidateLine(agent: OpaquePointer, candidate: UnsafeMutablePointer<NiceCandidate>) -> String? {
+    guard let raw = nice_agent_generate_local_candidate_sdp(agent, candidate) else { return nil }
+    defer { g_free(raw) }
+    let line = String(cString: raw)
+    return line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
+}
+
+/// "new-candidate-full": `void (NiceAgent *, NiceCandidate *, gpointer user_data)`.
+let onNewCandidate: @convention(c) (OpaquePointer?, UnsafeMutablePointer<NiceCandidate>?, gpointer?) -> Void = {
+    agent, candidate, data in
+    guard let agent, let candidate, let callbacks = NiceCallbacks.from(data) else { return }
+    guard let line = candidateLine(agent: agent, candidate: candidate) else { return }
+    callbacks.candidates.yield(.candidate(line))
+}
+
+/// "candidate-gathering-done": `void (NiceAgent *, guint stream_id, gpointer user_data)`.
+let onGatheringDone: @convention(c) (OpaquePointer?, guint, gpointer?) -> Void = { _, _, data in
+    guard let callbacks = NiceCallbacks.from(data) else { return }
+    callbacks.logger.debug("ICE gathering done")
+    callbacks.candidates.yield(.endOfCandidates)
+}
+
+/// "component-state-changed": `void (NiceAgent *, guint stream_id, guint component_id,
+/// guint state, gpointer user_data)`.
+let onComponentStateChanged: @convention(c) (OpaquePointer?, guint, guint, guint, gpointer?) -> Void = {
+    _, _, _, state, data in
+    guard let callbacks = NiceCallbacks.from(data) else { return }
+    let mapped: ICEConnectionState =
+        switch NiceComponentState(rawValue: state) {
+        case NICE_COMPONENT_STATE_GATHERING: .gathering
+        case NICE_COMPONENT_STATE_CONNECTING: .connecting
+        case NICE_COMPONENT_STATE_CONNECTED: .connected
+        case NICE_COMPONENT_STATE_READY: .ready
+        case NICE_COMPONENT_STATE_FAILED: .failed
+        default: .disconnected
+        }
+    callbacks.update(mapped)
+}
+
+/// "new-selected-pair-full": `void (NiceAgent *, guint stream_id, guint component_id,
+/// NiceCandidate *local, NiceCandidate *remote, gpointer user_data)`. Logged only.
+let onSelectedPair:
+    @convention(c) (
+        OpaquePointer?, guint, guint, UnsafeMutablePointer<NiceCandidate>?, UnsafeMutablePointer<NiceCandidate>?,
+        gpointer?
+    ) -> Void = { agent, _, _, local, remote, data in
+        guard let agent, let local, let remote, let callbacks = NiceCallbacks.from(data) else { return }
+        callbacks.logger.debug(
+            "ICE selected pair",
+            metadata: [
+                "local": "\(candidateLine(agent: agent, candidate: local) ?? "?")",
+                "remote": "\(candidateLine(agent: agent, candidate: remote) ?? "?")",
+            ])
+    }
+
+/// `NiceAgentRecvFunc`: `void (NiceAgent *, guint stream_id, guint component_id, guint len,
+/// gchar *buf, gpointer user_data)`. Called on the loop thread for every non-STUN datagram.
+let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
+    guard let buffer, let callbacks = NiceCallbacks.from(data) else { return }
+    let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+    if let handler = callbacks.datagramHandler {
+        handler(bytes)
+    } else {
+        callbacks.datagrams.yield(Array(bytes))
+    }
+}
+
+/// `GClosureNotify`: drops the reference each signal connection holds on the callbacks.
+let releaseCallbacks: GClosureNotify = { data, _ in
+    guard let data else { return }
+    Unmanaged<NiceCallbacks>.fromOpaque(data).release()
+}

@@ -1,0 +1,138 @@
+import Conclave
+import ConclaveCore
+import ConclaveTestSupport
+import Foundation
+import JanusClient
+import JanusProtocol
+import Logging
+import Testing
+
+/// Media through a real Janus: Conclave publishers and a Conclave subscriber over ICE, DTLS-SRTP
+/// and RTP on the test bed's veth link.
+@Suite(.serialized) struct MediaThroughJanusTests {
+    /// Frames shaped like real codec output: the bytes Janus and our depacketizers look at are
+    /// valid; the rest is random (Janus relays without decoding).
+    enum SyntheticFrames {
+        static func vp8(_ index: Int, size: Int, using random: inout some RandomNumberGenerator) -> [UInt8] {
+            let keyframe = index % 30 == 0
+            var frame: [UInt8] =
+                keyframe
+                ? [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x80, 0x02, 0xE0, 0x01]  // keyframe, 640x480
+                : [0x11, 0x02, 0x00]
+            frame += (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+            return frame
+        }
+
+        /// An Annex-B access unit: SPS, PPS and IDR on keyframes, one P slice otherwise. Payload
+        /// bytes avoid zero so no start code appears inside a NAL unit.
+        static func h264(_ index: Int, size: Int, using random: inout some RandomNumberGenerator) -> [UInt8] {
+            func nal(_ header: UInt8, _ count: Int) -> [UInt8] {
+                [0, 0, 0, 1, header] + (0..<count).map { _ in UInt8.random(in: 1...255, using: &random) }
+            }
+            return index % 30 == 0 ? nal(0x67, 12) + nal(0x68, 4) + nal(0x65, size) : nal(0x41, size)
+        }
+
+        static func opus(using random: inout some RandomNumberGenerator) -> [UInt8] {
+            [0x78] + (0..<Int.random(in: 40...160, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+        }
+    }
+
+    @Test func threePublishersReachOneSubscriberByteIdentical() async throws {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = .notice
+        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8", "h264"]))
+
+        let videoCodecs: [MediaCodec] = [.vp8, .vp8, .h264]
+        var publishers: [Publisher] = []
+        for (index, codec) in videoCodecs.enumerated() {
+            let session = try await connection.createSession()
+            publishers.append(
+                try await Publisher.publish(
+                    on: session,
+                    configuration: .init(room: room, display: "\(index + 1):Publisher \(index + 1)", video: codec, transport: transport),
+                    logger: logger
+                )
+            )
+        }
+
+        let subscriber = try await Subscriber.subscribe(
+            on: try await connection.createSession(),
+            room: room,
+            feeds: publishers.map(\.feedID),
+            transport: transport,
+            logger: logger
+        )
+        #expect(subscriber.streams.count == 6, "audio and video of three feeds: \(subscriber.streams)")
+
+        // Every publisher sends 90 video frames (30 fps) and 150 Opus frames (20 ms).
+        var random = SystemRandomNumberGenerator()
+        var sent: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
+        let audioFrames = 150
+        for tick in 0..<audioFrames {
+            for (index, publisher) in publishers.enumerated() {
+                let opus = SyntheticFrames.opus(using: &random)
+                publisher.send(EncodedFrame(codec: .opus, data: opus, rtpTimestamp: UInt32(tick * 960), isKeyframe: true))
+                sent[publisher.feedID, default: [:]][.opus, default: []].append(opus)
+                // Video at 30 fps: three of every five 20 ms ticks.
+                guard tick % 5 < 3 else { continue }
+                let frameIndex = tick / 5 * 3 + tick % 5
+                let codec = videoCodecs[index]
+                // Sizes from a few bytes to several MTUs, so fragmentation is exercised.
+                let size = [50, 900, 1500, 4000, 12000][frameIndex % 5]
+                let data =
+                    codec == .vp8
+                    ? SyntheticFrames.vp8(frameIndex, size: size, using: &random)
+                    : SyntheticFrames.h264(frameIndex, size: size, using: &random)
+                publisher.send(
+                    EncodedFrame(
+                        codec: codec,
+                        data: data,
+                        rtpTimestamp: UInt32(frameIndex * 3000),
+                        isKeyframe: frameIndex % 30 == 0
+                    )
+                )
+                sent[publisher.feedID, default: [:]][codec, default: []].append(data)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+
+        // Collect until everything arrived or 10 s passed.
+        let expected = sent.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } }
+        var received: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
+        var count = 0
+        let collector = Task {
+            var result: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
+            var total = 0
+            for await frame in subscriber.frames {
+                result[frame.feedID, default: [:]][frame.frame.codec, default: []].append(frame.frame.data)
+                total += 1
+                if total == expected { break }
+            }
+            return (result, total)
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(10))
+            collector.cancel()
+        }
+        (received, count) = await collector.value
+        timeout.cancel()
+
+        #expect(count == expected, "received \(count) of \(expected) frames")
+        for publisher in publishers {
+            for (codec, frames) in sent[publisher.feedID] ?? [:] {
+                let got = received[publisher.feedID]?[codec] ?? []
+                #expect(got.count == frames.count, "feed \(publisher.feedID) \(codec): \(got.count) of \(frames.count)")
+                #expect(got == frames, "feed \(publisher.feedID) \(codec) frames differ")
+            }
+        }
+
+        await subscriber.close()
+        for publisher in publishers { await publisher.leave() }
+        try await admin.destroyRoom(room)
+        await connection.close()
+    }
+}
