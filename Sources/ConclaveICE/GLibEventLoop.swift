@@ -130,7 +130,8 @@ final class GLibEventLoop: @unchecked Sendable {
                 return 0  // G_SOURCE_REMOVE: run once
             },
             Unmanaged.passRetained(ClosureBox(body)).toOpaque(),
-            { data in if let data { Unmanaged<ClosureBox>.fromOpaque(data).release() } })
+            { data in if let data { Unmanaged<ClosureBox>.fromOpaque(data).release() } }
+        )
         g_source_attach(source, context)
         g_source_unref(source)
     }
