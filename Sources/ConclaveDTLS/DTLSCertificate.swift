@@ -1,5 +1,5 @@
-internal import COpenSSL
 internal import CConclaveShims
+internal import COpenSSL
 
 /// A fresh ECDSA P-256 key and self-signed certificate for DTLS-SRTP.
 ///

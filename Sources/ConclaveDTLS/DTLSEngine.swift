@@ -35,9 +35,13 @@ final class DTLSEngine {
         guard let context = SSL_CTX_new(DTLS_method()) else { throw .setup(step: "SSL_CTX_new", .drain()) }
         let microseconds = configuration.initialRetransmissionTimeout.components
         let initialMicroseconds = UInt32(
-            clamping: microseconds.seconds * 1_000_000 + microseconds.attoseconds / 1_000_000_000_000)
+            clamping: microseconds.seconds * 1_000_000 + microseconds.attoseconds / 1_000_000_000_000
+        )
         let connection = DTLSConnectionContext(
-            mtu: configuration.mtu, initialTimeoutMicroseconds: max(initialMicroseconds, 1_000), send: send)
+            mtu: configuration.mtu,
+            initialTimeoutMicroseconds: max(initialMicroseconds, 1_000),
+            send: send
+        )
 
         // Every failure below frees what was made so far.
         func fail(_ step: String, ssl: OpaquePointer? = nil) -> DTLSError {
@@ -46,7 +50,9 @@ final class DTLSEngine {
             SSL_CTX_free(context)
             return error
         }
-        guard SSL_CTX_use_certificate(context, certificate.certificate) == 1 else { throw fail("SSL_CTX_use_certificate") }
+        guard SSL_CTX_use_certificate(context, certificate.certificate) == 1 else {
+            throw fail("SSL_CTX_use_certificate")
+        }
         guard SSL_CTX_use_PrivateKey(context, certificate.key) == 1 else { throw fail("SSL_CTX_use_PrivateKey") }
         guard SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(DTLS1_2_VERSION), nil) == 1 else {
             throw fail("SSL_CTX_set_min_proto_version")
@@ -188,7 +194,8 @@ final class DTLSEngine {
                 "reason": "\(reason)", "length": "\(datagram.count)",
                 "firstByte": "\(datagram.first.map(String.init) ?? "none")",
                 "rejected": "\(counters.datagramsRejected)",
-            ])
+            ]
+        )
     }
 
     private func advanceHandshake() throws(DTLSError) -> Event? {

@@ -57,7 +57,9 @@ public struct DTLSFingerprint: Sendable, Hashable, CustomStringConvertible {
         }
         guard digest.count == algorithm.digestLength else {
             throw .malformedFingerprint(
-                value: hex, reason: "\(digest.count) bytes, \(algorithm.rawValue) has \(algorithm.digestLength)")
+                value: hex,
+                reason: "\(digest.count) bytes, \(algorithm.rawValue) has \(algorithm.digestLength)"
+            )
         }
         self.init(algorithm: algorithm, digest: digest)
     }

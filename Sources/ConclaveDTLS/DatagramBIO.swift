@@ -29,7 +29,12 @@ private func datagramWrite(_ bio: OpaquePointer?, _ data: UnsafePointer<CChar>?,
 
 /// `long ctrl(BIO *, int cmd, long larg, void *parg)`: answers the questions the DTLS layer asks
 /// of a datagram BIO; a fixed MTU because path MTU discovery is not available over ICE.
-private func datagramControl(_ bio: OpaquePointer?, _ command: Int32, _ argument: Int, _ pointer: UnsafeMutableRawPointer?)
+private func datagramControl(
+    _ bio: OpaquePointer?,
+    _ command: Int32,
+    _ argument: Int,
+    _ pointer: UnsafeMutableRawPointer?
+)
     -> Int
 {
     switch command {

@@ -95,15 +95,26 @@ public actor ICEAgent {
         let (candidates, candidatesContinuation) = AsyncStream.makeStream(of: ICECandidateEvent.self)
         let (states, statesContinuation) = AsyncStream.makeStream(of: ICEConnectionState.self)
         let (datagrams, datagramsContinuation) = AsyncStream.makeStream(
-            of: [UInt8].self, bufferingPolicy: .bufferingNewest(1024))
+            of: [UInt8].self,
+            bufferingPolicy: .bufferingNewest(1024)
+        )
         let callbacks = NiceCallbacks(
-            logger: logger, candidates: candidatesContinuation, states: statesContinuation,
-            datagrams: datagramsContinuation, datagramHandler: datagramHandler)
+            logger: logger,
+            candidates: candidatesContinuation,
+            states: statesContinuation,
+            datagrams: datagramsContinuation,
+            datagramHandler: datagramHandler
+        )
 
         let loop = try GLibEventLoop(name: "conclave.ice")
         var options = NICE_AGENT_OPTION_ICE_TRICKLE.rawValue | NICE_AGENT_OPTION_CONSENT_FRESHNESS.rawValue
         if configuration.regularNomination { options |= NICE_AGENT_OPTION_REGULAR_NOMINATION.rawValue }
-        guard let agent = nice_agent_new_full(loop.context, NICE_COMPATIBILITY_RFC5245, NiceAgentOption(rawValue: options))
+        guard
+            let agent = nice_agent_new_full(
+                loop.context,
+                NICE_COMPATIBILITY_RFC5245,
+                NiceAgentOption(rawValue: options)
+            )
         else {
             loop.shutdown { quit in quit() }
             loop.detachThread()
@@ -144,12 +155,29 @@ public actor ICEAgent {
                 case .tcp: NICE_RELAY_TYPE_TURN_TCP
                 case .tls: NICE_RELAY_TYPE_TURN_TLS
                 }
-            guard nice_agent_set_relay_info(agent, streamID, 1, turn.address, guint(turn.port), turn.username, turn.password, type) != 0
+            guard
+                nice_agent_set_relay_info(
+                    agent,
+                    streamID,
+                    1,
+                    turn.address,
+                    guint(turn.port),
+                    turn.username,
+                    turn.password,
+                    type
+                ) != 0
             else { throw abandon("nice_agent_set_relay_info \(turn)") }
         }
         handle.connectSignals()
         guard
-            nice_agent_attach_recv(agent, streamID, 1, loop.context, onReceive, Unmanaged.passUnretained(callbacks).toOpaque())
+            nice_agent_attach_recv(
+                agent,
+                streamID,
+                1,
+                loop.context,
+                onReceive,
+                Unmanaged.passUnretained(callbacks).toOpaque()
+            )
                 != 0
         else { throw abandon("nice_agent_attach_recv") }
 
@@ -209,7 +237,10 @@ public actor ICEAgent {
         var node: UnsafeMutablePointer<GSList>? = list
         while let current = node {
             if let data = current.pointee.data,
-                let line = candidateLine(agent: handle.agent, candidate: data.assumingMemoryBound(to: NiceCandidate.self))
+                let line = candidateLine(
+                    agent: handle.agent,
+                    candidate: data.assumingMemoryBound(to: NiceCandidate.self)
+                )
             {
                 lines.append(line)
             }
@@ -223,7 +254,9 @@ public actor ICEAgent {
         try checkOpen()
         try Self.validate(credentials.ufrag, field: "ufrag")
         try Self.validate(credentials.password, field: "password")
-        guard nice_agent_set_remote_credentials(handle.agent, handle.streamID, credentials.ufrag, credentials.password) != 0
+        guard
+            nice_agent_set_remote_credentials(handle.agent, handle.streamID, credentials.ufrag, credentials.password)
+                != 0
         else { throw .operationFailed(step: "nice_agent_set_remote_credentials") }
     }
 
@@ -321,7 +354,9 @@ public actor ICEAgent {
                 { _, _, data in
                     guard let data else { return }
                     Unmanaged<ContinuationBox>.fromOpaque(data).takeRetainedValue().continuation.resume()
-                }, box)
+                },
+                box
+            )
         }
     }
 
@@ -334,7 +369,9 @@ public actor ICEAgent {
     private static func niceAddress(_ text: String, field: String) throws(ICEError) -> NiceAddress {
         var address = NiceAddress()
         nice_address_init(&address)
-        guard nice_address_set_from_string(&address, text) != 0 else { throw .invalidAddress(field: field, value: text) }
+        guard nice_address_set_from_string(&address, text) != 0 else {
+            throw .invalidAddress(field: field, value: text)
+        }
         return address
     }
 

@@ -23,7 +23,10 @@ struct ICECandidateLine: Sendable, Hashable {
         let tokens = text.dropFirst("candidate:".count).split(separator: " ", omittingEmptySubsequences: true)
         guard tokens.count >= 8 else {
             throw .malformedCandidate(
-                candidate: line, field: "fields", reason: "\(tokens.count) fields, at least 8 are required")
+                candidate: line,
+                field: "fields",
+                reason: "\(tokens.count) fields, at least 8 are required"
+            )
         }
         let foundation = tokens[0]
         guard (1...32).contains(foundation.count), foundation.allSatisfy(Self.isICEChar) else {
@@ -51,7 +54,11 @@ struct ICECandidateLine: Sendable, Hashable {
         }
         let type = tokens[7]
         guard ["host", "srflx", "prflx", "relay"].contains(type) else {
-            throw .malformedCandidate(candidate: line, field: "cand-type", reason: "\"\(type)\" is not a candidate type")
+            throw .malformedCandidate(
+                candidate: line,
+                field: "cand-type",
+                reason: "\"\(type)\" is not a candidate type"
+            )
         }
         self.foundation = foundation
         self.component = component

@@ -62,7 +62,9 @@ func candidateLine(agent: OpaquePointer, candidate: UnsafeMutablePointer<NiceCan
 
 /// "new-candidate-full": `void (NiceAgent *, NiceCandidate *, gpointer user_data)`.
 let onNewCandidate: @convention(c) (OpaquePointer?, UnsafeMutablePointer<NiceCandidate>?, gpointer?) -> Void = {
-    agent, candidate, data in
+    agent,
+    candidate,
+    data in
     guard let agent, let candidate, let callbacks = NiceCallbacks.from(data) else { return }
     guard let line = candidateLine(agent: agent, candidate: candidate) else { return }
     callbacks.candidates.yield(.candidate(line))
@@ -78,7 +80,11 @@ let onGatheringDone: @convention(c) (OpaquePointer?, guint, gpointer?) -> Void =
 /// "component-state-changed": `void (NiceAgent *, guint stream_id, guint component_id,
 /// guint state, gpointer user_data)`.
 let onComponentStateChanged: @convention(c) (OpaquePointer?, guint, guint, guint, gpointer?) -> Void = {
-    _, _, _, state, data in
+    _,
+    _,
+    _,
+    state,
+    data in
     guard let callbacks = NiceCallbacks.from(data) else { return }
     let mapped: ICEConnectionState =
         switch NiceComponentState(rawValue: state) {
@@ -105,7 +111,8 @@ let onSelectedPair:
             metadata: [
                 "local": "\(candidateLine(agent: agent, candidate: local) ?? "?")",
                 "remote": "\(candidateLine(agent: agent, candidate: remote) ?? "?")",
-            ])
+            ]
+        )
     }
 
 /// `NiceAgentRecvFunc`: `void (NiceAgent *, guint stream_id, guint component_id, guint len,

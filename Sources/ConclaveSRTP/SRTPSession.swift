@@ -48,7 +48,10 @@ public final class SRTPSession: Sendable {
         }
         let expected = profile.masterKeyLength + profile.masterSaltLength
         guard keyAndSalt.count == expected else {
-            throw SRTPError(operation: "srtp_create", code: .wrongKeyLength(expected: expected, actual: keyAndSalt.count))
+            throw SRTPError(
+                operation: "srtp_create",
+                code: .wrongKeyLength(expected: expected, actual: keyAndSalt.count)
+            )
         }
         var policy = srtp_policy_t()
         switch profile {
@@ -166,7 +169,8 @@ public final class SRTPSession: Sendable {
         if operation.grows, buffer.count - length < Self.trailerCapacity {
             throw SRTPError(
                 operation: operation.name,
-                code: .bufferTooSmall(needed: length + Self.trailerCapacity, available: buffer.count))
+                code: .bufferTooSmall(needed: length + Self.trailerCapacity, available: buffer.count)
+            )
         }
         // Raw pointers are not Sendable; the buffer stays borrowed by this synchronous call, so its
         // address may cross into the lock's closure as an integer.

@@ -57,15 +57,25 @@ final class MemoryLink {
         client = try DTLSTransport(
             certificate: clientCertificate,
             configuration: .init(
-                role: .client, remoteFingerprint: clientExpects ?? serverCertificate.fingerprint, srtpProfiles: profiles,
-                initialRetransmissionTimeout: initialTimeout),
-            logger: logger, send: { clientOut.append(Array($0)) })
+                role: .client,
+                remoteFingerprint: clientExpects ?? serverCertificate.fingerprint,
+                srtpProfiles: profiles,
+                initialRetransmissionTimeout: initialTimeout
+            ),
+            logger: logger,
+            send: { clientOut.append(Array($0)) }
+        )
         server = try DTLSTransport(
             certificate: serverCertificate,
             configuration: .init(
-                role: .server, remoteFingerprint: serverExpects ?? clientCertificate.fingerprint,
-                srtpProfiles: serverProfiles ?? profiles, initialRetransmissionTimeout: initialTimeout),
-            logger: logger, send: { serverOut.append(Array($0)) })
+                role: .server,
+                remoteFingerprint: serverExpects ?? clientCertificate.fingerprint,
+                srtpProfiles: serverProfiles ?? profiles,
+                initialRetransmissionTimeout: initialTimeout
+            ),
+            logger: logger,
+            send: { serverOut.append(Array($0)) }
+        )
     }
 
     /// Delivers flights back and forth until neither side has anything to send. Returns the

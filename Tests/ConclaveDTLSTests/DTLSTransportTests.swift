@@ -10,7 +10,9 @@ struct DTLSTransportTests {
         let second = try DTLSCertificate()
         let hex = first.fingerprint.hex
         #expect(hex.count == 32 * 3 - 1)
-        #expect(hex.split(separator: ":").allSatisfy { $0.count == 2 && $0.allSatisfy { "0123456789ABCDEF".contains($0) } })
+        #expect(
+            hex.split(separator: ":").allSatisfy { $0.count == 2 && $0.allSatisfy { "0123456789ABCDEF".contains($0) } }
+        )
         #expect(first.fingerprint.sdpValue.hasPrefix("sha-256 "))
         #expect(try DTLSFingerprint(sdpValue: first.fingerprint.sdpValue) == first.fingerprint)
         #expect(try DTLSFingerprint(sdpValue: "SHA-256 " + hex.lowercased()) == first.fingerprint)
@@ -20,7 +22,9 @@ struct DTLSTransportTests {
     @Test("malformed SDP fingerprints and setup roles give typed errors")
     func malformedFingerprints() throws {
         #expect(throws: DTLSError.unsupportedFingerprintAlgorithm("md5")) { try DTLSFingerprint(sdpValue: "md5 AA:BB") }
-        for bad in ["sha-256", "sha-256 AA:BB", "sha-256 " + String(repeating: "ZZ:", count: 31) + "ZZ", "", "sha-256 A:B:C"] {
+        for bad in [
+            "sha-256", "sha-256 AA:BB", "sha-256 " + String(repeating: "ZZ:", count: 31) + "ZZ", "", "sha-256 A:B:C",
+        ] {
             #expect(throws: DTLSError.self) { try DTLSFingerprint(sdpValue: bad) }
         }
         #expect(try DTLSRole(answeringRemoteSetup: "actpass") == .client)
@@ -80,8 +84,11 @@ struct DTLSTransportTests {
         // The client side checks too.
         let other = try MemoryLink(clientExpects: impostor.fingerprint)
         try other.client.start()
-        #expect(throws: DTLSError.fingerprintMismatch(
-            expected: impostor.fingerprint.sdpValue, received: other.serverCertificate.fingerprint.sdpValue)
+        #expect(
+            throws: DTLSError.fingerprintMismatch(
+                expected: impostor.fingerprint.sdpValue,
+                received: other.serverCertificate.fingerprint.sdpValue
+            )
         ) { try other.pump() }
         #expect(other.client.state == .failed)
     }

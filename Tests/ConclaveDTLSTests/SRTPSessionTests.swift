@@ -20,10 +20,27 @@ struct SRTPSessionTests {
         let serverKeys = try #require(link.server.keyingMaterial)
         let srtpProfile = try #require(SRTPProfile(rawValue: profile.rawValue))
         return Sessions(
-            clientOut: try SRTPSession(profile: srtpProfile, direction: .outbound, keyAndSalt: clientKeys.localKeyAndSalt),
-            serverIn: try SRTPSession(profile: srtpProfile, direction: .inbound, keyAndSalt: serverKeys.remoteKeyAndSalt),
-            serverOut: try SRTPSession(profile: srtpProfile, direction: .outbound, keyAndSalt: serverKeys.localKeyAndSalt),
-            clientIn: try SRTPSession(profile: srtpProfile, direction: .inbound, keyAndSalt: clientKeys.remoteKeyAndSalt))
+            clientOut: try SRTPSession(
+                profile: srtpProfile,
+                direction: .outbound,
+                keyAndSalt: clientKeys.localKeyAndSalt
+            ),
+            serverIn: try SRTPSession(
+                profile: srtpProfile,
+                direction: .inbound,
+                keyAndSalt: serverKeys.remoteKeyAndSalt
+            ),
+            serverOut: try SRTPSession(
+                profile: srtpProfile,
+                direction: .outbound,
+                keyAndSalt: serverKeys.localKeyAndSalt
+            ),
+            clientIn: try SRTPSession(
+                profile: srtpProfile,
+                direction: .inbound,
+                keyAndSalt: clientKeys.remoteKeyAndSalt
+            )
+        )
     }
 
     func rtpPacket(sequence: UInt16, payloadLength: Int, generator: inout SeededGenerator) -> [UInt8] {
@@ -47,7 +64,9 @@ struct SRTPSessionTests {
         var generator = SeededGenerator(seed: 1)
         for sequence in UInt16(1)...50 {
             let plain = rtpPacket(sequence: sequence, payloadLength: Int(sequence) * 20, generator: &generator)
-            for (sender, receiver) in [(sessions.clientOut, sessions.serverIn), (sessions.serverOut, sessions.clientIn)] {
+            for (sender, receiver) in [
+                (sessions.clientOut, sessions.serverIn), (sessions.serverOut, sessions.clientIn),
+            ] {
                 var packet = plain
                 try sender.protect(&packet)
                 #expect(packet.count == plain.count + srtpProfile.rtpTrailerLength)
@@ -66,7 +85,9 @@ struct SRTPSessionTests {
         var generator = SeededGenerator(seed: 2)
         for _ in 0..<20 {
             let plain = rtcpSenderReport(generator: &generator)
-            for (sender, receiver) in [(sessions.clientOut, sessions.serverIn), (sessions.serverOut, sessions.clientIn)] {
+            for (sender, receiver) in [
+                (sessions.clientOut, sessions.serverIn), (sessions.serverOut, sessions.clientIn),
+            ] {
                 var packet = plain
                 try sender.protectRTCP(&packet)
                 #expect(packet.count == plain.count + srtpProfile.rtcpTrailerLength)
@@ -144,7 +165,9 @@ struct SRTPSessionTests {
         let error = #expect(throws: SRTPError.self) {
             _ = try tight.withUnsafeMutableBytes { try sessions.clientOut.protect($0, length: plain.count) }
         }
-        #expect(error?.code == .bufferTooSmall(needed: plain.count + SRTPSession.trailerCapacity, available: plain.count))
+        #expect(
+            error?.code == .bufferTooSmall(needed: plain.count + SRTPSession.trailerCapacity, available: plain.count)
+        )
         var runt: [UInt8] = [0x80, 96, 0]
         #expect(throws: SRTPError(operation: "srtp_unprotect", code: .packetTooShort(length: 3))) {
             try sessions.serverIn.unprotect(&runt)
@@ -171,7 +194,11 @@ struct SRTPSessionTests {
                 packet = Array(packet.prefix(cut))
             }
             do throws(SRTPError) {
-                if iteration % 3 == 0 { try sessions.serverIn.unprotectRTCP(&packet) } else { try sessions.serverIn.unprotect(&packet) }
+                if iteration % 3 == 0 {
+                    try sessions.serverIn.unprotectRTCP(&packet)
+                } else {
+                    try sessions.serverIn.unprotect(&packet)
+                }
                 accepted += 1
             } catch {
                 // Typed by the signature (SRTPError); the point is that nothing traps.

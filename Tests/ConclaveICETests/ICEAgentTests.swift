@@ -171,7 +171,10 @@ struct ICEAgentTests {
             try await agent.setRemoteCredentials(ICECredentials(ufrag: "", password: "abcdefghijklmnopqrstuvwx"))
         }
         #expect(throws: ICEError.invalidAddress(field: "local address", value: "localhost")) {
-            _ = try ICEAgent(configuration: .init(role: .controlled, localAddresses: ["localhost"]), logger: .init(label: "t"))
+            _ = try ICEAgent(
+                configuration: .init(role: .controlled, localAddresses: ["localhost"]),
+                logger: .init(label: "t")
+            )
         }
         await agent.close()
     }
@@ -184,9 +187,14 @@ struct ICEAgentTests {
         }
         let agent = try ICEAgent(
             configuration: .init(
-                role: .controlling, localAddresses: ["127.0.0.1"], stunServer: STUNServer(address: "127.0.0.1"),
-                turnServers: servers, portRange: 40_000...40_100),
-            logger: .init(label: "test.ice.servers"))
+                role: .controlling,
+                localAddresses: ["127.0.0.1"],
+                stunServer: STUNServer(address: "127.0.0.1"),
+                turnServers: servers,
+                portRange: 40_000...40_100
+            ),
+            logger: .init(label: "test.ice.servers")
+        )
         #expect(try await agent.localCredentials().ufrag.count >= 4)
         #expect(!"\(servers[0])".contains("secret"), "TURN password never printed")
         await agent.close()
@@ -195,20 +203,27 @@ struct ICEAgentTests {
             _ = try ICEAgent(
                 configuration: .init(
                     role: .controlling,
-                    turnServers: [.init(address: "turn.example.com", port: 3478, transport: .udp, username: "u", password: "p")]),
-                logger: .init(label: "t"))
+                    turnServers: [
+                        .init(address: "turn.example.com", port: 3478, transport: .udp, username: "u", password: "p")
+                    ]
+                ),
+                logger: .init(label: "t")
+            )
         }
         #expect(throws: ICEError.invalidAddress(field: "STUN server", value: "stun.example.com")) {
             _ = try ICEAgent(
                 configuration: .init(role: .controlling, stunServer: .init(address: "stun.example.com")),
-                logger: .init(label: "t"))
+                logger: .init(label: "t")
+            )
         }
     }
 
     @Test("candidate parser survives a seeded fuzz loop with typed errors only")
     func candidateParserFuzz() {
         var generator = SeededGenerator(seed: 0xC0FFEE)
-        let valid = Array("candidate:842163049 1 udp 1677729535 127.0.0.1 49203 typ srflx raddr 0.0.0.0 rport 0 generation 0".utf8)
+        let valid = Array(
+            "candidate:842163049 1 udp 1677729535 127.0.0.1 49203 typ srflx raddr 0.0.0.0 rport 0 generation 0".utf8
+        )
         var accepted = 0
         for iteration in 0..<5_000 {
             var bytes: [UInt8]

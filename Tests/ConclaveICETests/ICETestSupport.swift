@@ -10,7 +10,9 @@ struct TimedOut: Error, CustomStringConvertible {
 }
 
 func withDeadline<T: Sendable>(
-    _ what: String, seconds: Int = 20, _ body: @escaping @Sendable () async throws -> T
+    _ what: String,
+    seconds: Int = 20,
+    _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
@@ -32,8 +34,10 @@ func makeLoopbackAgent(
     var logger = Logger(label: "test.ice.\(role)")
     logger.logLevel = .warning
     return try ICEAgent(
-        configuration: .init(role: role, localAddresses: ["127.0.0.1"]), logger: logger,
-        datagramHandler: datagramHandler)
+        configuration: .init(role: role, localAddresses: ["127.0.0.1"]),
+        logger: logger,
+        datagramHandler: datagramHandler
+    )
 }
 
 /// Collects what an agent's streams deliver, so tests can wait on them from several places.
@@ -95,7 +99,8 @@ struct ConnectedPair {
         let observerB = AgentObserver()
         try await b.setRemoteCredentials(a.localCredentials())
         try await a.setRemoteCredentials(b.localCredentials())
-        let tasks = startTrickle(from: a, to: b, observer: observerA) + startTrickle(from: b, to: a, observer: observerB)
+        let tasks =
+            startTrickle(from: a, to: b, observer: observerA) + startTrickle(from: b, to: a, observer: observerB)
         try await a.gatherCandidates()
         try await b.gatherCandidates()
         try await withDeadline("both agents connected") {
@@ -103,7 +108,12 @@ struct ConnectedPair {
             try await observerB.waitForState([.connected, .ready])
         }
         return ConnectedPair(
-            controlling: a, controlled: b, controllingObserver: observerA, controlledObserver: observerB, tasks: tasks)
+            controlling: a,
+            controlled: b,
+            controllingObserver: observerA,
+            controlledObserver: observerB,
+            tasks: tasks
+        )
     }
 
     func close() async {
