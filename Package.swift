@@ -117,7 +117,13 @@ let package = Package(
 
         // MARK: Benchmarks (bench/<name>/main.swift, run through bench/<name>/run)
         .executableTarget(name: "bench-e2ee", dependencies: ["ConclaveE2EE"], path: "bench/e2ee/Sources"),
-        .executableTarget(name: "bench-codecs", dependencies: ["ConclaveMedia"], path: "bench/codecs/Sources"),
+        .executableTarget(
+            name: "bench-codecs",
+            dependencies: [
+                "ConclaveMedia", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV", "ConclaveCore",
+            ],
+            path: "bench/codecs/Sources"
+        ),
         .executableTarget(
             name: "bench-janus-signaling",
             dependencies: ["JanusClient", "JanusTestBed"],
@@ -134,8 +140,14 @@ let package = Package(
         .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
         .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE"]),
-        .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP"]),
-        .testTarget(name: "ConclaveMediaTests", dependencies: ["ConclaveMedia", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE"]),
+        .testTarget(
+            name: "ConclaveMediaTests",
+            dependencies: [
+                "ConclaveMedia", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV", "ConclaveCore",
+                "ConclaveTestSupport",
+            ]
+        ),
         .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport"]),
         .testTarget(name: "ConclaveTests", dependencies: ["Conclave", "ConclaveTestSupport"]),
     ]

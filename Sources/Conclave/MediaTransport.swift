@@ -142,7 +142,9 @@ public final class MediaTransport: Sendable {
     }
 
     /// Our ICE credentials, DTLS fingerprint and the candidates gathered so far.
-    public func localParameters(waitForCandidates limit: Duration = .seconds(2)) async throws -> LocalTransportParameters {
+    public func localParameters(waitForCandidates limit: Duration = .seconds(2)) async throws
+        -> LocalTransportParameters
+    {
         try await ice.gatherCandidates()
         let credentials = try await ice.localCredentials()
         // Host candidates on the given addresses arrive at once; wait briefly for gathering to end
@@ -403,7 +405,9 @@ public final class MediaTransport: Sendable {
             return true
         }
         if changed {
-            if case .failed(let reason) = state { logger.warning("media transport failed", metadata: ["reason": "\(reason)"]) }
+            if case .failed(let reason) = state {
+                logger.warning("media transport failed", metadata: ["reason": "\(reason)"])
+            }
             stateContinuation.yield(state)
         }
     }

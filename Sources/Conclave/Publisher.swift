@@ -143,7 +143,10 @@ public final class Publisher: Sendable {
             of: MediaCodec.self,
             bufferingPolicy: .bufferingNewest(4)
         )
-        (bitrateLimits, bitrateContinuation) = AsyncStream.makeStream(of: UInt64.self, bufferingPolicy: .bufferingNewest(1))
+        (bitrateLimits, bitrateContinuation) = AsyncStream.makeStream(
+            of: UInt64.self,
+            bufferingPolicy: .bufferingNewest(1)
+        )
         (roomEvents, roomEventContinuation) = AsyncStream.makeStream(of: VideoRoom.Event.self)
 
         let audioTrack = configuration.audio.map {
@@ -195,7 +198,13 @@ public final class Publisher: Sendable {
         )
         try await transport.waitUntilConnected(within: .seconds(10))
         startSenderReports()
-        logger.debug("publishing", metadata: ["audio": "\(configuration.audio.map(\.rawValue) ?? "none")", "video": "\(configuration.video.map(\.rawValue) ?? "none")"])
+        logger.debug(
+            "publishing",
+            metadata: [
+                "audio": "\(configuration.audio.map(\.rawValue) ?? "none")",
+                "video": "\(configuration.video.map(\.rawValue) ?? "none")",
+            ]
+        )
     }
 
     /// Sends one encoded frame on the track of its kind. Frames of a codec that is not published

@@ -193,7 +193,8 @@ public final class Subscriber: Sendable {
                     } else {
                         let configuration =
                             media.kind == .audio
-                            ? JitterBufferConfiguration.audio(media.codec) : JitterBufferConfiguration.video(media.codec)
+                            ? JitterBufferConfiguration.audio(media.codec)
+                            : JitterBufferConfiguration.video(media.codec)
                         kept[media.mid] = Stream(
                             media: media,
                             feedID: feedID,
@@ -340,7 +341,8 @@ public final class Subscriber: Sendable {
             }
             if !blocks.isEmpty {
                 feedback.append(
-                    RTCPCompound.serialize([.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))])
+                    RTCPCompound.serialize([.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))]
+                    )
                 )
             }
             return (frames, feedback)

@@ -231,12 +231,22 @@ public enum H264Depacketizer {
                     out.append(nalHeader)
                     inFragment = true
                 } else if !inFragment {
-                    throw DepacketizationError(codec: .h264, reason: .fragmentWithoutStart, packetIndex: index, offset: 1)
+                    throw DepacketizationError(
+                        codec: .h264,
+                        reason: .fragmentWithoutStart,
+                        packetIndex: index,
+                        offset: 1
+                    )
                 }
                 out.append(contentsOf: payload[(s + 2)...])
                 if isEnd { inFragment = false }
             case H264NALType.stapB, H264NALType.mtap16, H264NALType.mtap24, H264NALType.fuB:
-                throw DepacketizationError(codec: .h264, reason: .unsupportedNALType(type), packetIndex: index, offset: 0)
+                throw DepacketizationError(
+                    codec: .h264,
+                    reason: .unsupportedNALType(type),
+                    packetIndex: index,
+                    offset: 0
+                )
             default:
                 continue  // 0, 30, 31: reserved, ignored (RFC 6184 §5.2)
             }

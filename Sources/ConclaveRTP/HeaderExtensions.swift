@@ -24,9 +24,11 @@ public struct RTPHeaderExtensionMap: Sendable, Hashable {
     /// Creates a map from negotiated `URI → id` pairs; unknown URIs are ignored.
     public init(ids: [String: UInt8]) {
         self.init(
-            mid: ids[RTPHeaderExtensionURI.mid], audioLevel: ids[RTPHeaderExtensionURI.audioLevel],
+            mid: ids[RTPHeaderExtensionURI.mid],
+            audioLevel: ids[RTPHeaderExtensionURI.audioLevel],
             absSendTime: ids[RTPHeaderExtensionURI.absSendTime],
-            transportWideCC: ids[RTPHeaderExtensionURI.transportWideCC])
+            transportWideCC: ids[RTPHeaderExtensionURI.transportWideCC]
+        )
     }
 
     /// The mid carried by `packet`, if negotiated and present and valid UTF-8.
@@ -82,7 +84,10 @@ public enum RTPHeaderExtensionValue {
     /// The 3-byte abs-send-time value for `time` (6.18 fixed-point seconds, wrapping every 64 s).
     public static func absSendTime(_ time: MonotonicTime) -> [UInt8] {
         let value = UInt32(truncatingIfNeeded: (time.microseconds << 18) / 1_000_000) & 0xFF_FFFF
-        return [UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+        return [
+            UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8),
+            UInt8(truncatingIfNeeded: value),
+        ]
     }
 
     /// The 2-byte transport-wide sequence number value.

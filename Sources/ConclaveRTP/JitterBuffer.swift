@@ -45,10 +45,16 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
 
     /// Creates a configuration.
     public init(
-        codec: MediaCodec, capacity: Int, nackEnabled: Bool, maxNackRetries: Int = 10,
-        maxNackAge: Duration = .milliseconds(1000), reorderTolerance: Duration = .milliseconds(5),
+        codec: MediaCodec,
+        capacity: Int,
+        nackEnabled: Bool,
+        maxNackRetries: Int = 10,
+        maxNackAge: Duration = .milliseconds(1000),
+        reorderTolerance: Duration = .milliseconds(5),
         initialNackRetryInterval: Duration = .milliseconds(100),
-        maxNackListSize: Int = 300, maxWaitForMissing: Duration, keyframeRequestMethod: KeyframeRequestMethod,
+        maxNackListSize: Int = 300,
+        maxWaitForMissing: Duration,
+        keyframeRequestMethod: KeyframeRequestMethod,
         keyframeRequestInterval: Duration = .milliseconds(500)
     ) {
         self.codec = codec
@@ -69,8 +75,12 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
         -> JitterBufferConfiguration
     {
         JitterBufferConfiguration(
-            codec: codec, capacity: 2048, nackEnabled: true, maxWaitForMissing: .milliseconds(1000),
-            keyframeRequestMethod: keyframeRequestMethod)
+            codec: codec,
+            capacity: 2048,
+            nackEnabled: true,
+            maxWaitForMissing: .milliseconds(1000),
+            keyframeRequestMethod: keyframeRequestMethod
+        )
     }
 
     /// The configuration for a negotiated stream: NACK only if `nack` was negotiated, keyframes by
@@ -85,8 +95,12 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
     /// Audio: no NACK, a missing packet holds later ones back for at most 60 ms.
     public static func audio(_ codec: MediaCodec = .opus) -> JitterBufferConfiguration {
         JitterBufferConfiguration(
-            codec: codec, capacity: 256, nackEnabled: false, maxWaitForMissing: .milliseconds(60),
-            keyframeRequestMethod: .none)
+            codec: codec,
+            capacity: 256,
+            nackEnabled: false,
+            maxWaitForMissing: .milliseconds(60),
+            keyframeRequestMethod: .none
+        )
     }
 }
 
@@ -158,12 +172,15 @@ public struct JitterBufferOutput: Sendable {
         var packets: [RTCPPacket] = []
         if !nack.isEmpty {
             packets.append(
-                .genericNACK(RTCPGenericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, sequenceNumbers: nack)))
+                .genericNACK(RTCPGenericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, sequenceNumbers: nack))
+            )
         }
         switch keyframeRequest {
         case .pli: packets.append(.pictureLossIndication(.init(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC)))
         case .fir(let n):
-            packets.append(.fullIntraRequest(.init(senderSSRC: senderSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: n)])))
+            packets.append(
+                .fullIntraRequest(.init(senderSSRC: senderSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: n)]))
+            )
         case nil: break
         }
         return packets
@@ -369,9 +386,14 @@ public struct JitterBuffer: Sendable {
             dlsr = UInt32(truncatingIfNeeded: max(0, now.since(sr.arrival).microseconds) * 65536 / 1_000_000)
         }
         return RTCPReportBlock(
-            ssrc: ssrc, fractionLost: fraction, cumulativeLost: Int32(clamping: lost),
-            extendedHighestSequence: UInt32(truncatingIfNeeded: highestSequence), jitter: UInt32(statistics.jitter),
-            lastSenderReport: lsr, delaySinceLastSenderReport: dlsr)
+            ssrc: ssrc,
+            fractionLost: fraction,
+            cumulativeLost: Int32(clamping: lost),
+            extendedHighestSequence: UInt32(truncatingIfNeeded: highestSequence),
+            jitter: UInt32(statistics.jitter),
+            lastSenderReport: lsr,
+            delaySinceLastSenderReport: dlsr
+        )
     }
 
     // MARK: - Internals
@@ -561,7 +583,9 @@ public struct JitterBuffer: Sendable {
     /// used up its retries (or the gap was too large to NACK), so the frame is dropped at once and
     /// the keyframe request goes out without waiting for `maxWaitForMissing`.
     private mutating func waitForHead(
-        now: MonotonicTime, missingSequence: Int64?, into output: inout JitterBufferOutput
+        now: MonotonicTime,
+        missingSequence: Int64?,
+        into output: inout JitterBufferOutput
     ) -> Bool {
         guard let next = nextSequence else { return true }
         if configuration.nackEnabled, let missingSequence, missing[missingSequence] == nil {
@@ -577,7 +601,12 @@ public struct JitterBuffer: Sendable {
         return false
     }
 
-    private mutating func emitFrame(from first: Int64, to last: Int64, now: MonotonicTime, into output: inout JitterBufferOutput) {
+    private mutating func emitFrame(
+        from first: Int64,
+        to last: Int64,
+        now: MonotonicTime,
+        into output: inout JitterBufferOutput
+    ) {
         headBlockedSince = nil
         hasDelivered = true
         nextSequence = last + 1
@@ -621,9 +650,17 @@ public struct JitterBuffer: Sendable {
         output.frames.append(
             ReceivedFrame(
                 frame: EncodedFrame(
-                    codec: configuration.codec, data: depacketized.data, rtpTimestamp: timestamp,
-                    isKeyframe: depacketized.isKeyframe),
-                ssrc: ssrc, firstSequenceNumber: first, lastSequenceNumber: last, completionTime: now,
-                firstArrivalTime: firstArrival))
+                    codec: configuration.codec,
+                    data: depacketized.data,
+                    rtpTimestamp: timestamp,
+                    isKeyframe: depacketized.isKeyframe
+                ),
+                ssrc: ssrc,
+                firstSequenceNumber: first,
+                lastSequenceNumber: last,
+                completionTime: now,
+                firstArrivalTime: firstArrival
+            )
+        )
     }
 }

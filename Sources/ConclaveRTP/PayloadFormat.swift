@@ -42,7 +42,8 @@ public struct DepacketizedFrame: Sendable, Hashable {
 public enum PayloadFormat {
     /// Rebuilds one frame from the payloads of its packets, in sequence order.
     public static func depacketize(
-        codec: MediaCodec, payloads: some Collection<ArraySlice<UInt8>>
+        codec: MediaCodec,
+        payloads: some Collection<ArraySlice<UInt8>>
     ) throws(DepacketizationError) -> DepacketizedFrame {
         switch codec {
         case .opus: try OpusPayload.depacketize(payloads)

@@ -87,8 +87,13 @@ public struct RTCPReportBlock: Sendable, Hashable {
 
     /// Creates a block.
     public init(
-        ssrc: UInt32, fractionLost: UInt8, cumulativeLost: Int32, extendedHighestSequence: UInt32, jitter: UInt32,
-        lastSenderReport: UInt32, delaySinceLastSenderReport: UInt32
+        ssrc: UInt32,
+        fractionLost: UInt8,
+        cumulativeLost: Int32,
+        extendedHighestSequence: UInt32,
+        jitter: UInt32,
+        lastSenderReport: UInt32,
+        delaySinceLastSenderReport: UInt32
     ) {
         self.ssrc = ssrc
         self.fractionLost = fractionLost
@@ -127,7 +132,11 @@ public struct RTCPSenderReport: Sendable, Hashable {
 
     /// Creates a report.
     public init(
-        ssrc: UInt32, ntpTimestamp: NTPTimestamp, rtpTimestamp: UInt32, packetCount: UInt32, octetCount: UInt32,
+        ssrc: UInt32,
+        ntpTimestamp: NTPTimestamp,
+        rtpTimestamp: UInt32,
+        packetCount: UInt32,
+        octetCount: UInt32,
         reports: [RTCPReportBlock] = []
     ) {
         self.ssrc = ssrc

@@ -44,7 +44,11 @@ public enum RTCPCompound {
     }
 
     private static func parseReportBlocks(
-        _ body: ArraySlice<UInt8>, at start: Int, count: Int, type: UInt8, offset: Int
+        _ body: ArraySlice<UInt8>,
+        at start: Int,
+        count: Int,
+        type: UInt8,
+        offset: Int
     ) throws(RTCPParseError) -> [RTCPReportBlock] {
         guard start + 24 * count <= body.endIndex else { throw malformed(type, offset) }
         var blocks: [RTCPReportBlock] = []
@@ -55,15 +59,24 @@ public enum RTCPCompound {
             let lost = Int32(bitPattern: lost24 << 8) >> 8
             blocks.append(
                 RTCPReportBlock(
-                    ssrc: body.be32(i), fractionLost: body[i + 4], cumulativeLost: lost,
-                    extendedHighestSequence: body.be32(i + 8), jitter: body.be32(i + 12),
-                    lastSenderReport: body.be32(i + 16), delaySinceLastSenderReport: body.be32(i + 20)))
+                    ssrc: body.be32(i),
+                    fractionLost: body[i + 4],
+                    cumulativeLost: lost,
+                    extendedHighestSequence: body.be32(i + 8),
+                    jitter: body.be32(i + 12),
+                    lastSenderReport: body.be32(i + 16),
+                    delaySinceLastSenderReport: body.be32(i + 20)
+                )
+            )
         }
         return blocks
     }
 
     private static func parsePacket(
-        type: UInt8, count: UInt8, body: ArraySlice<UInt8>, offset: Int
+        type: UInt8,
+        count: UInt8,
+        body: ArraySlice<UInt8>,
+        offset: Int
     ) throws(RTCPParseError) -> RTCPPacket {
         let s = body.startIndex
         let e = body.endIndex
@@ -73,9 +86,14 @@ public enum RTCPCompound {
             let reports = try parseReportBlocks(body, at: s + 24, count: Int(count), type: type, offset: offset)
             return .senderReport(
                 RTCPSenderReport(
-                    ssrc: body.be32(s), ntpTimestamp: NTPTimestamp(seconds: body.be32(s + 4), fraction: body.be32(s + 8)),
-                    rtpTimestamp: body.be32(s + 12), packetCount: body.be32(s + 16), octetCount: body.be32(s + 20),
-                    reports: reports))
+                    ssrc: body.be32(s),
+                    ntpTimestamp: NTPTimestamp(seconds: body.be32(s + 4), fraction: body.be32(s + 8)),
+                    rtpTimestamp: body.be32(s + 12),
+                    packetCount: body.be32(s + 16),
+                    octetCount: body.be32(s + 20),
+                    reports: reports
+                )
+            )
         case RTCPPacket.PacketType.receiverReport:
             guard s + 4 <= e else { throw malformed(type, offset) }
             let reports = try parseReportBlocks(body, at: s + 4, count: Int(count), type: type, offset: offset)
@@ -160,7 +178,8 @@ public enum RTCPCompound {
                     let ssrcs = (0..<numSSRC).map { body.be32(s + 16 + 4 * $0) }
                     let bitrate = exponent >= 46 ? UInt64.max : mantissa << exponent
                     return .receiverEstimatedMaxBitrate(
-                        RTCPReceiverEstimatedMaxBitrate(senderSSRC: sender, bitrate: bitrate, ssrcs: ssrcs))
+                        RTCPReceiverEstimatedMaxBitrate(senderSSRC: sender, bitrate: bitrate, ssrcs: ssrcs)
+                    )
                 }
             default:
                 break
@@ -173,7 +192,9 @@ public enum RTCPCompound {
 
     /// Decodes transport-cc feedback; nil if malformed (it is then kept as `.unknown`).
     private static func parseTransportFeedback(
-        _ body: ArraySlice<UInt8>, sender: UInt32, media: UInt32
+        _ body: ArraySlice<UInt8>,
+        sender: UInt32,
+        media: UInt32
     ) -> RTCPTransportFeedback? {
         let s = body.startIndex
         let e = body.endIndex
@@ -221,7 +242,12 @@ public enum RTCPCompound {
             }
         }
         return RTCPTransportFeedback(
-            senderSSRC: sender, mediaSSRC: media, referenceTime: reference, feedbackCount: fbCount, packets: packets)
+            senderSSRC: sender,
+            mediaSSRC: media,
+            referenceTime: reference,
+            feedbackCount: fbCount,
+            packets: packets
+        )
     }
 
     // MARK: Writing

@@ -205,8 +205,13 @@ public struct RTPHeader: Sendable, Hashable {
 
     /// Creates a header.
     public init(
-        marker: Bool = false, payloadType: UInt8, sequenceNumber: UInt16, timestamp: UInt32, ssrc: UInt32,
-        csrcs: [UInt32] = [], extensions: [RTPHeaderExtensionElement] = []
+        marker: Bool = false,
+        payloadType: UInt8,
+        sequenceNumber: UInt16,
+        timestamp: UInt32,
+        ssrc: UInt32,
+        csrcs: [UInt32] = [],
+        extensions: [RTPHeaderExtensionElement] = []
     ) {
         self.marker = marker
         self.payloadType = payloadType

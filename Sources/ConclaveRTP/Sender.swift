@@ -19,7 +19,11 @@ public struct RTPPacketHistory: Sendable {
     public var minRetransmitInterval: Duration
 
     /// Creates a history of `capacity` packets (1024 covers about 1 s of 10 Mbit/s video).
-    public init(capacity: Int = 1024, maxAge: Duration = .seconds(2), minRetransmitInterval: Duration = .milliseconds(10)) {
+    public init(
+        capacity: Int = 1024,
+        maxAge: Duration = .seconds(2),
+        minRetransmitInterval: Duration = .milliseconds(10)
+    ) {
         self.entries = Array(repeating: nil, count: max(capacity, 1))
         self.maxAge = maxAge
         self.minRetransmitInterval = minRetransmitInterval
@@ -28,7 +32,11 @@ public struct RTPPacketHistory: Sendable {
     /// Records a packet as sent at `now`.
     public mutating func store(_ packet: [UInt8], sequenceNumber: UInt16, now: MonotonicTime) {
         entries[Int(sequenceNumber) % entries.count] = Entry(
-            sequenceNumber: sequenceNumber, packet: packet, sentAt: now, lastRetransmit: nil)
+            sequenceNumber: sequenceNumber,
+            packet: packet,
+            sentAt: now,
+            lastRetransmit: nil
+        )
     }
 
     /// The packet to retransmit for a NACKed `sequenceNumber`, or nil if it is unknown, too old, or
@@ -75,7 +83,9 @@ public struct RTPSequencer: Sendable {
     /// codec clock; `markLast` sets the marker on the last packet (video); `extensions` go on
     /// every packet.
     public mutating func packets(
-        for payloads: [[UInt8]], mediaTimestamp: UInt32, markLast: Bool,
+        for payloads: [[UInt8]],
+        mediaTimestamp: UInt32,
+        markLast: Bool,
         extensions: [RTPHeaderExtensionElement] = []
     ) -> [[UInt8]] {
         let timestamp = mediaTimestamp &+ timestampOffset
@@ -84,8 +94,13 @@ public struct RTPSequencer: Sendable {
         result.reserveCapacity(payloads.count)
         for (index, payload) in payloads.enumerated() {
             let header = RTPHeader(
-                marker: markLast && index == payloads.count - 1, payloadType: payloadType,
-                sequenceNumber: nextSequenceNumber, timestamp: timestamp, ssrc: ssrc, extensions: extensions)
+                marker: markLast && index == payloads.count - 1,
+                payloadType: payloadType,
+                sequenceNumber: nextSequenceNumber,
+                timestamp: timestamp,
+                ssrc: ssrc,
+                extensions: extensions
+            )
             result.append(header.serialize(payload: payload))
             nextSequenceNumber &+= 1
             packetCount &+= 1
@@ -195,12 +210,19 @@ public struct RTPSender: Sendable {
 
     /// Packetizes one frame's payloads, stores the packets for retransmission and returns them.
     public mutating func send(
-        payloads: [[UInt8]], mediaTimestamp: UInt32, markLast: Bool, extensions: [RTPHeaderExtensionElement] = [],
+        payloads: [[UInt8]],
+        mediaTimestamp: UInt32,
+        markLast: Bool,
+        extensions: [RTPHeaderExtensionElement] = [],
         now: MonotonicTime
     ) -> [[UInt8]] {
         let first = sequencer.nextSequenceNumber
         let packets = sequencer.packets(
-            for: payloads, mediaTimestamp: mediaTimestamp, markLast: markLast, extensions: extensions)
+            for: payloads,
+            mediaTimestamp: mediaTimestamp,
+            markLast: markLast,
+            extensions: extensions
+        )
         for (i, packet) in packets.enumerated() {
             history.store(packet, sequenceNumber: first &+ UInt16(truncatingIfNeeded: i), now: now)
         }
@@ -210,7 +232,8 @@ public struct RTPSender: Sendable {
 
     /// Handles one RTCP packet addressed to this stream. `arrivalNTP` is our wall clock when the
     /// compound arrived, for the round-trip time.
-    public mutating func handle(_ packet: RTCPPacket, now: MonotonicTime, arrivalNTP: NTPTimestamp) -> [RTPSenderAction] {
+    public mutating func handle(_ packet: RTCPPacket, now: MonotonicTime, arrivalNTP: NTPTimestamp) -> [RTPSenderAction]
+    {
         let ssrc = sequencer.ssrc
         switch packet {
         case .genericNACK(let nack) where nack.mediaSSRC == ssrc:
@@ -268,7 +291,12 @@ public struct RTPSender: Sendable {
         let ticks = (elapsed / 1_000_000) &* rate &+ (elapsed % 1_000_000) * rate / 1_000_000
         let rtp = last.timestamp &+ UInt32(truncatingIfNeeded: ticks)
         return RTCPSenderReport(
-            ssrc: sequencer.ssrc, ntpTimestamp: wallClock, rtpTimestamp: rtp, packetCount: sequencer.packetCount,
-            octetCount: sequencer.octetCount, reports: reports)
+            ssrc: sequencer.ssrc,
+            ntpTimestamp: wallClock,
+            rtpTimestamp: rtp,
+            packetCount: sequencer.packetCount,
+            octetCount: sequencer.octetCount,
+            reports: reports
+        )
     }
 }

@@ -25,7 +25,10 @@ public struct VP8PayloadDescriptor: Sendable, Hashable {
 
     /// Creates a descriptor to write.
     public init(
-        nonReference: Bool = false, startOfPartition: Bool, partitionIndex: UInt8 = 0, pictureID: UInt16? = nil,
+        nonReference: Bool = false,
+        startOfPartition: Bool,
+        partitionIndex: UInt8 = 0,
+        pictureID: UInt16? = nil,
         pictureIDIs15Bit: Bool = true
     ) {
         self.nonReference = nonReference

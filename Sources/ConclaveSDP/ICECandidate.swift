@@ -25,8 +25,16 @@ public struct ICECandidate: Sendable, Hashable {
 
     /// Creates a candidate.
     public init(
-        foundation: String, component: Int = 1, transport: String = "udp", priority: UInt32, address: String,
-        port: UInt16, type: String, relatedAddress: String? = nil, relatedPort: UInt16? = nil, tcpType: String? = nil,
+        foundation: String,
+        component: Int = 1,
+        transport: String = "udp",
+        priority: UInt32,
+        address: String,
+        port: UInt16,
+        type: String,
+        relatedAddress: String? = nil,
+        relatedPort: UInt16? = nil,
+        tcpType: String? = nil,
         extensions: [SDPParameter] = []
     ) {
         self.foundation = foundation
@@ -55,8 +63,14 @@ public struct ICECandidate: Sendable, Hashable {
         guard let port = UInt16(f[5]) else { throw bad("port") }
         guard f[6] == "typ" else { throw bad("typ") }
         self.init(
-            foundation: String(f[0]), component: component, transport: String(f[2]), priority: priority,
-            address: String(f[4]), port: port, type: String(f[7]))
+            foundation: String(f[0]),
+            component: component,
+            transport: String(f[2]),
+            priority: priority,
+            address: String(f[4]),
+            port: port,
+            type: String(f[7])
+        )
         var i = 8
         while i + 1 < f.count {
             let name = String(f[i])

@@ -15,7 +15,10 @@ public struct LocalTransportParameters: Sendable, Hashable {
 
     /// Creates parameters.
     public init(
-        iceUfrag: String, icePwd: String, fingerprint: SDPFingerprint, candidates: [ICECandidate] = [],
+        iceUfrag: String,
+        icePwd: String,
+        fingerprint: SDPFingerprint,
+        candidates: [ICECandidate] = [],
         endOfCandidates: Bool = false
     ) {
         self.iceUfrag = iceUfrag
@@ -109,7 +112,13 @@ public struct PublisherTrack: Sendable, Hashable {
     public var h264ProfileLevelID: String
 
     /// Creates a track.
-    public init(codec: MediaCodec, payloadType: UInt8? = nil, ssrc: UInt32, trackID: String, h264ProfileLevelID: String = "42e01f") {
+    public init(
+        codec: MediaCodec,
+        payloadType: UInt8? = nil,
+        ssrc: UInt32,
+        trackID: String,
+        h264ProfileLevelID: String = "42e01f"
+    ) {
         self.codec = codec
         self.payloadType = payloadType ?? Self.defaultPayloadType(codec)
         self.ssrc = ssrc
@@ -140,8 +149,13 @@ public enum SDPNegotiator {
     /// A publisher offer shaped like a browser's: one sendonly m-line per track (audio mid 0,
     /// video mid 1), BUNDLE, rtcp-mux, trickle ICE, `setup:actpass`, one codec per m-line.
     public static func publisherOffer(
-        audio: PublisherTrack?, video: PublisherTrack?, local: LocalTransportParameters, cname: String,
-        streamID: String, sessionID: String, sessionVersion: UInt64 = 2
+        audio: PublisherTrack?,
+        video: PublisherTrack?,
+        local: LocalTransportParameters,
+        cname: String,
+        streamID: String,
+        sessionID: String,
+        sessionVersion: UInt64 = 2
     ) -> SessionDescription {
         var sdp = SessionDescription(origin: SDPOrigin(sessionID: sessionID, sessionVersion: sessionVersion))
         let tracks = [audio, video].compactMap { $0 }
@@ -162,14 +176,25 @@ public enum SDPNegotiator {
             m.add("rtcp-mux")
             if kind == .video { m.add("rtcp-rsize") }
             let channels: Int? = track.codec == .opus ? 2 : nil
-            m.add("rtpmap", SDPRTPMap(payloadType: track.payloadType, encodingName: track.codec.sdpName, clockRate: track.codec.clockRate, channels: channels).value)
+            m.add(
+                "rtpmap",
+                SDPRTPMap(
+                    payloadType: track.payloadType,
+                    encodingName: track.codec.sdpName,
+                    clockRate: track.codec.clockRate,
+                    channels: channels
+                ).value
+            )
             let feedback: RTCPFeedbackSet = kind == .video ? .video : [.transportCC]
             for line in feedback.lines(payloadType: track.payloadType) { m.add("rtcp-fb", line.value) }
             switch track.codec {
             case .opus:
                 m.add("fmtp", "\(track.payloadType) minptime=10;useinbandfec=1")
             case .h264:
-                m.add("fmtp", "\(track.payloadType) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(track.h264ProfileLevelID)")
+                m.add(
+                    "fmtp",
+                    "\(track.payloadType) level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=\(track.h264ProfileLevelID)"
+                )
             case .vp8:
                 break
             }
@@ -182,7 +207,8 @@ public enum SDPNegotiator {
 
     /// Reads Janus's answer to our publisher offer.
     public static func acceptPublisherAnswer(
-        _ answer: SessionDescription, offer: SessionDescription
+        _ answer: SessionDescription,
+        offer: SessionDescription
     ) throws(SDPError) -> NegotiationResult {
         var media: [NegotiatedMedia] = []
         var rejected: [String] = []
@@ -196,17 +222,27 @@ public enum SDPNegotiator {
             let offeredMaps = (try? offered.rtpMaps()) ?? []
             let answerMaps = (try? section.rtpMaps()) ?? []
             guard let pt = section.payloadTypes.first(where: { p in offeredMaps.contains { $0.payloadType == p } }),
-                let map = answerMaps.first(where: { $0.payloadType == pt }) ?? offeredMaps.first(where: { $0.payloadType == pt }),
+                let map = answerMaps.first(where: { $0.payloadType == pt })
+                    ?? offeredMaps.first(where: { $0.payloadType == pt }),
                 let codec = MediaCodec(sdpName: map.encodingName)
             else {
-                throw SDPError(.negotiation("no offered codec in the answer for mid \(mid)"), line: section.line, text: "m=\(section.mediaLine)")
+                throw SDPError(
+                    .negotiation("no offered codec in the answer for mid \(mid)"),
+                    line: section.line,
+                    text: "m=\(section.mediaLine)"
+                )
             }
             let localSSRC = ((try? offered.ssrcAttributes()) ?? []).first?.ssrc
             let peerDirection = section.direction ?? .sendrecv
             var negotiated = describe(
-                section, index: index, mid: mid, codec: codec, map: map,
+                section,
+                index: index,
+                mid: mid,
+                codec: codec,
+                map: map,
                 direction: peerDirection == .recvonly || peerDirection == .sendrecv ? .sendonly : .inactive,
-                supportedExtensions: Set(offeredExtensions.map(\.uri)))
+                supportedExtensions: Set(offeredExtensions.map(\.uri))
+            )
             negotiated.localSSRC = localSSRC
             negotiated.remoteSSRC = nil
             negotiated.remoteRTXSSRC = nil
@@ -221,8 +257,11 @@ public enum SDPNegotiator {
     /// sections without a usable codec) are rejected with port 0. `setup:active` makes us the
     /// DTLS client. Liberal where Janus is loose: H264 without fmtp is taken as packetization-mode 1.
     public static func subscriberAnswer(
-        to offer: SessionDescription, local: LocalTransportParameters, supportedCodecs: Set<MediaCodec> = Set(MediaCodec.allCases),
-        sessionID: String, sessionVersion: UInt64 = 1
+        to offer: SessionDescription,
+        local: LocalTransportParameters,
+        supportedCodecs: Set<MediaCodec> = Set(MediaCodec.allCases),
+        sessionID: String,
+        sessionVersion: UInt64 = 1
     ) throws(SDPError) -> (answer: SessionDescription, result: NegotiationResult) {
         var answer = SessionDescription(origin: SDPOrigin(sessionID: sessionID, sessionVersion: sessionVersion))
         var media: [NegotiatedMedia] = []
@@ -241,8 +280,14 @@ public enum SDPNegotiator {
             }
             let direction = (offered.direction ?? .sendrecv).receiveOnlyAnswer
             var negotiated = describe(
-                offered, index: index, mid: mid, codec: codec, map: map, direction: direction,
-                supportedExtensions: Set(RTPHeaderExtensionURI.supported))
+                offered,
+                index: index,
+                mid: mid,
+                codec: codec,
+                map: map,
+                direction: direction,
+                supportedExtensions: Set(RTPHeaderExtensionURI.supported)
+            )
             if codec == .h264, negotiated.formatParameter("packetization-mode") == nil {
                 negotiated.formatParameters.append(SDPParameter("packetization-mode", "1"))
             }
@@ -259,7 +304,8 @@ public enum SDPNegotiator {
             if offered.has("rtcp-rsize") { m.add("rtcp-rsize") }
             m.add("rtpmap", map.value)
             for line in negotiated.feedback.lines(payloadType: map.payloadType) { m.add("rtcp-fb", line.value) }
-            if let fmtp = ((try? offered.formatParameters()) ?? []).first(where: { $0.payloadType == map.payloadType }) {
+            if let fmtp = ((try? offered.formatParameters()) ?? []).first(where: { $0.payloadType == map.payloadType })
+            {
                 m.add("fmtp", fmtp.value)
             }
             answer.media.append(m)
@@ -271,14 +317,22 @@ public enum SDPNegotiator {
         }
         answer.add("msid-semantic", " WMS")
         let remote = try remoteTransport(offer, firstAccepted: media.first?.index)
-        let result = NegotiationResult(remote: remote, media: media, rejectedMids: rejected, bundleMids: offer.bundleMids)
+        let result = NegotiationResult(
+            remote: remote,
+            media: media,
+            rejectedMids: rejected,
+            bundleMids: offer.bundleMids
+        )
         return (answer, result)
     }
 
     // MARK: - Helpers
 
     private static func addTransport(
-        _ local: LocalTransportParameters, setup: SDPSetupRole, to m: inout MediaDescription, includeCandidates: Bool
+        _ local: LocalTransportParameters,
+        setup: SDPSetupRole,
+        to m: inout MediaDescription,
+        includeCandidates: Bool
     ) {
         m.add("ice-ufrag", local.iceUfrag)
         m.add("ice-pwd", local.icePwd)
@@ -296,11 +350,14 @@ public enum SDPNegotiator {
         let maps = (try? section.rtpMaps()) ?? []
         let fmtps = (try? section.formatParameters()) ?? []
         for pt in section.payloadTypes {
-            guard let map = maps.first(where: { $0.payloadType == pt }), let codec = MediaCodec(sdpName: map.encodingName),
+            guard let map = maps.first(where: { $0.payloadType == pt }),
+                let codec = MediaCodec(sdpName: map.encodingName),
                 supported.contains(codec), codec.kind.rawValue == section.type, map.clockRate == codec.clockRate
             else { continue }
             if codec == .opus, let channels = map.channels, channels != 2 { continue }
-            if codec == .h264, let mode = fmtps.first(where: { $0.payloadType == pt })?["packetization-mode"], mode != "0", mode != "1" {
+            if codec == .h264, let mode = fmtps.first(where: { $0.payloadType == pt })?["packetization-mode"],
+                mode != "0", mode != "1"
+            {
                 continue  // mode 2 (interleaved) is not supported
             }
             return (codec, map)
@@ -309,7 +366,12 @@ public enum SDPNegotiator {
     }
 
     private static func describe(
-        _ section: MediaDescription, index: Int, mid: String, codec: MediaCodec, map: SDPRTPMap, direction: SDPDirection,
+        _ section: MediaDescription,
+        index: Int,
+        mid: String,
+        codec: MediaCodec,
+        map: SDPRTPMap,
+        direction: SDPDirection,
         supportedExtensions: Set<String>
     ) -> NegotiatedMedia {
         let pt = map.payloadType
@@ -326,15 +388,28 @@ public enum SDPNegotiator {
         let ssrcs = (try? section.ssrcAttributes()) ?? []
         let fid = ((try? section.ssrcGroups()) ?? []).first { $0.semantics == "FID" }
         return NegotiatedMedia(
-            mid: mid, index: index, kind: codec.kind, codec: codec, payloadType: pt, clockRate: map.clockRate,
-            channels: map.channels ?? 1, formatParameters: fmtp, extensionIDs: extensions, feedback: feedback,
-            direction: direction, remoteSSRC: fid?.ssrcs.first ?? ssrcs.first?.ssrc,
-            remoteRTXSSRC: fid.flatMap { $0.ssrcs.count > 1 ? $0.ssrcs[1] : nil }, remoteMediaStreamID: section.mediaStreamID,
-            localSSRC: nil)
+            mid: mid,
+            index: index,
+            kind: codec.kind,
+            codec: codec,
+            payloadType: pt,
+            clockRate: map.clockRate,
+            channels: map.channels ?? 1,
+            formatParameters: fmtp,
+            extensionIDs: extensions,
+            feedback: feedback,
+            direction: direction,
+            remoteSSRC: fid?.ssrcs.first ?? ssrcs.first?.ssrc,
+            remoteRTXSSRC: fid.flatMap { $0.ssrcs.count > 1 ? $0.ssrcs[1] : nil },
+            remoteMediaStreamID: section.mediaStreamID,
+            localSSRC: nil
+        )
     }
 
     /// The peer's transport parameters, from its first accepted section with session-level fallback.
-    static func remoteTransport(_ sdp: SessionDescription, firstAccepted: Int?) throws(SDPError) -> RemoteTransportParameters {
+    static func remoteTransport(_ sdp: SessionDescription, firstAccepted: Int?) throws(SDPError)
+        -> RemoteTransportParameters
+    {
         guard let index = firstAccepted, index < sdp.media.count else {
             throw SDPError(.negotiation("no media section was accepted"), line: nil, text: "")
         }
@@ -347,7 +422,13 @@ public enum SDPNegotiator {
         var setup = try section.setupRole()
         if setup == nil { setup = try sdp.setupRole() }
         return RemoteTransportParameters(
-            iceUfrag: ufrag, icePwd: pwd, fingerprint: fingerprint, setup: setup ?? .actpass, candidates: try section.candidates(),
-            endOfCandidates: section.endOfCandidates || sdp.endOfCandidates, iceLite: sdp.has("ice-lite"))
+            iceUfrag: ufrag,
+            icePwd: pwd,
+            fingerprint: fingerprint,
+            setup: setup ?? .actpass,
+            candidates: try section.candidates(),
+            endOfCandidates: section.endOfCandidates || sdp.endOfCandidates,
+            iceLite: sdp.has("ice-lite")
+        )
     }
 }

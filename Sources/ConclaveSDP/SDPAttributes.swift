@@ -90,14 +90,18 @@ public struct SDPFormatParameters: Sendable, Hashable {
     public init(_ attribute: SDPAttribute) throws(SDPError) {
         guard let value = attribute.value else { throw attribute.error("fmtp") }
         let parts = value.split(separator: " ", maxSplits: 1)
-        guard let first = parts.first, let pt = UInt8(first), pt < 128 else { throw attribute.error("fmtp payload type") }
+        guard let first = parts.first, let pt = UInt8(first), pt < 128 else {
+            throw attribute.error("fmtp payload type")
+        }
         var parameters: [SDPParameter] = []
         if parts.count == 2 {
             for item in parts[1].split(separator: ";") {
                 let trimmed = item.trimmingSpaces
                 guard !trimmed.isEmpty else { continue }
                 if let eq = trimmed.firstIndex(of: "=") {
-                    parameters.append(SDPParameter(String(trimmed[..<eq]), String(trimmed[trimmed.index(after: eq)...])))
+                    parameters.append(
+                        SDPParameter(String(trimmed[..<eq]), String(trimmed[trimmed.index(after: eq)...]))
+                    )
                 } else {
                     parameters.append(SDPParameter(String(trimmed), ""))
                 }
@@ -113,7 +117,8 @@ public struct SDPFormatParameters: Sendable, Hashable {
 
     /// The attribute value.
     public var value: String {
-        "\(payloadType) " + parameters.map { $0.value.isEmpty ? $0.name : "\($0.name)=\($0.value)" }.joined(separator: ";")
+        "\(payloadType) "
+            + parameters.map { $0.value.isEmpty ? $0.name : "\($0.name)=\($0.value)" }.joined(separator: ";")
     }
 }
 
@@ -157,7 +162,11 @@ public struct SDPRTCPFeedback: Sendable, Hashable {
             guard let p = UInt8(fields[0]), p < 128 else { throw attribute.error("rtcp-fb payload type") }
             pt = p
         }
-        self.init(payloadType: pt, type: String(fields[1]), parameter: fields.count > 2 ? fields[2...].joined(separator: " ") : nil)
+        self.init(
+            payloadType: pt,
+            type: String(fields[1]),
+            parameter: fields.count > 2 ? fields[2...].joined(separator: " ") : nil
+        )
     }
 
     /// The attribute value.
@@ -243,7 +252,12 @@ public struct SDPExtensionMap: Sendable, Hashable {
             guard let d = SDPDirection(rawValue: String(idField[1])) else { throw attribute.error("extmap direction") }
             direction = d
         }
-        self.init(id: id, direction: direction, uri: String(fields[1]), extensionAttributes: fields.count > 2 ? String(fields[2]) : nil)
+        self.init(
+            id: id,
+            direction: direction,
+            uri: String(fields[1]),
+            extensionAttributes: fields.count > 2 ? String(fields[2]) : nil
+        )
     }
 
     /// The attribute value.

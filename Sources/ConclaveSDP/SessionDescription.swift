@@ -68,7 +68,12 @@ public struct SDPOrigin: Sendable, Hashable {
     public var connection: SDPConnection
 
     /// Creates an origin.
-    public init(username: String = "-", sessionID: String, sessionVersion: UInt64, connection: SDPConnection = SDPConnection(address: "127.0.0.1")) {
+    public init(
+        username: String = "-",
+        sessionID: String,
+        sessionVersion: UInt64,
+        connection: SDPConnection = SDPConnection(address: "127.0.0.1")
+    ) {
         self.username = username
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -128,8 +133,12 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
 
     /// Creates a section.
     public init(
-        type: String, port: Int = 9, proto: String = "UDP/TLS/RTP/SAVPF", formats: [String],
-        connection: SDPConnection? = SDPConnection(), attributes: [SDPAttribute] = []
+        type: String,
+        port: Int = 9,
+        proto: String = "UDP/TLS/RTP/SAVPF",
+        formats: [String],
+        connection: SDPConnection? = SDPConnection(),
+        attributes: [SDPAttribute] = []
     ) {
         self.type = type
         self.port = port
@@ -211,7 +220,10 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
                 let attribute: SDPAttribute
                 if let colon = value.firstIndex(of: ":") {
                     attribute = SDPAttribute(
-                        String(value[..<colon]), String(value[value.index(after: colon)...]), line: lineNumber)
+                        String(value[..<colon]),
+                        String(value[value.index(after: colon)...]),
+                        line: lineNumber
+                    )
                 } else {
                     attribute = SDPAttribute(value, nil, line: lineNumber)
                 }
@@ -222,7 +234,9 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
             case "b":
                 if current != nil { current!.bandwidths.append(value) } else { bandwidths.append(value) }
             case "v" where current == nil:
-                guard let v = Int(value) else { throw SDPError(.invalidField("version"), line: lineNumber, text: String(line)) }
+                guard let v = Int(value) else {
+                    throw SDPError(.invalidField("version"), line: lineNumber, text: String(line))
+                }
                 version = v
             case "o" where current == nil:
                 origin = try Self.parseOrigin(value, line: lineNumber)
@@ -246,10 +260,16 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
             throw SDPError(.invalidField("port"), line: line, text: "m=\(value)")
         }
         var section = MediaDescription(
-            type: String(fields[0]), port: port, proto: String(fields[2]), formats: fields.dropFirst(3).map(String.init),
-            connection: nil)
+            type: String(fields[0]),
+            port: port,
+            proto: String(fields[2]),
+            formats: fields.dropFirst(3).map(String.init),
+            connection: nil
+        )
         if portField.count == 2 {
-            guard let count = Int(portField[1]) else { throw SDPError(.invalidField("port"), line: line, text: "m=\(value)") }
+            guard let count = Int(portField[1]) else {
+                throw SDPError(.invalidField("port"), line: line, text: "m=\(value)")
+            }
             section.portCount = count
         }
         section.line = line
@@ -268,8 +288,15 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
             throw SDPError(.invalidField("origin"), line: line, text: "o=\(value)")
         }
         return SDPOrigin(
-            username: String(fields[0]), sessionID: String(fields[1]), sessionVersion: version,
-            connection: SDPConnection(networkType: String(fields[3]), addressType: String(fields[4]), address: String(fields[5])))
+            username: String(fields[0]),
+            sessionID: String(fields[1]),
+            sessionVersion: version,
+            connection: SDPConnection(
+                networkType: String(fields[3]),
+                addressType: String(fields[4]),
+                address: String(fields[5])
+            )
+        )
     }
 
     /// The SDP text, CRLF-terminated lines in RFC 8866 order.

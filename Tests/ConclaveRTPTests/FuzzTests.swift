@@ -11,11 +11,22 @@ struct FuzzTests {
     @Test func rtpParserSurvivesRandomAndMutatedPackets() {
         var random = SeededRandom(seed: 0xF00D)
         let valid = RTPHeader(
-            marker: true, payloadType: 96, sequenceNumber: 7, timestamp: 8, ssrc: 9, csrcs: [1],
+            marker: true,
+            payloadType: 96,
+            sequenceNumber: 7,
+            timestamp: 8,
+            ssrc: 9,
+            csrcs: [1],
             extensions: [.init(id: 1, value: [1]), .init(id: 2, value: [1, 2, 3])]
         ).serialize(payload: [1, 2, 3, 4], paddingLength: 3)
-        let twoByte = RTPHeader(payloadType: 96, sequenceNumber: 7, timestamp: 8, ssrc: 9, extensions: [.init(id: 200, value: [])])
-            .serialize(payload: [1])
+        let twoByte = RTPHeader(
+            payloadType: 96,
+            sequenceNumber: 7,
+            timestamp: 8,
+            ssrc: 9,
+            extensions: [.init(id: 200, value: [])]
+        )
+        .serialize(payload: [1])
         var parsed = 0
         for i in 0..<Self.iterations {
             let input: [UInt8]
@@ -41,8 +52,26 @@ struct FuzzTests {
         var random = SeededRandom(seed: 0xBEEF)
         let seeds: [[UInt8]] = [
             RTCPCompound.serialize([
-                .senderReport(.init(ssrc: 1, ntpTimestamp: .init(seconds: 1, fraction: 2), rtpTimestamp: 3, packetCount: 4, octetCount: 5,
-                    reports: [.init(ssrc: 2, fractionLost: 1, cumulativeLost: 2, extendedHighestSequence: 3, jitter: 4, lastSenderReport: 5, delaySinceLastSenderReport: 6)])),
+                .senderReport(
+                    .init(
+                        ssrc: 1,
+                        ntpTimestamp: .init(seconds: 1, fraction: 2),
+                        rtpTimestamp: 3,
+                        packetCount: 4,
+                        octetCount: 5,
+                        reports: [
+                            .init(
+                                ssrc: 2,
+                                fractionLost: 1,
+                                cumulativeLost: 2,
+                                extendedHighestSequence: 3,
+                                jitter: 4,
+                                lastSenderReport: 5,
+                                delaySinceLastSenderReport: 6
+                            )
+                        ]
+                    )
+                ),
                 .sourceDescription(.cname("x", ssrc: 1)), .goodbye(.init(ssrcs: [1], reason: [65])),
             ]),
             RTCPCompound.serialize([
@@ -50,8 +79,17 @@ struct FuzzTests {
                 .pictureLossIndication(.init(senderSSRC: 1, mediaSSRC: 2)),
                 .fullIntraRequest(.init(senderSSRC: 1, entries: [.init(ssrc: 2, sequenceNumber: 1)])),
                 .receiverEstimatedMaxBitrate(.init(senderSSRC: 1, bitrate: 123_456, ssrcs: [2, 3])),
-                .transportFeedback(.init(senderSSRC: 1, mediaSSRC: 2, referenceTime: 1, feedbackCount: 1,
-                    packets: [.init(sequenceNumber: 1, receiveDelta: 3), .init(sequenceNumber: 2, receiveDelta: 400)])),
+                .transportFeedback(
+                    .init(
+                        senderSSRC: 1,
+                        mediaSSRC: 2,
+                        referenceTime: 1,
+                        feedbackCount: 1,
+                        packets: [
+                            .init(sequenceNumber: 1, receiveDelta: 3), .init(sequenceNumber: 2, receiveDelta: 400),
+                        ]
+                    )
+                ),
             ]),
         ]
         var parsed = 0
@@ -72,7 +110,9 @@ struct FuzzTests {
         var random = SeededRandom(seed: 0xC0DE)
         var vp8 = VP8Packetizer()
         let vp8Payloads = vp8.packetize(PayloadFormatTests.vp8Keyframe(size: 2500))
-        let h264Payloads = H264Packetizer().packetize([0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 1, 0x65] + random.bytes(2500))
+        let h264Payloads = H264Packetizer().packetize(
+            [0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 1, 0x65] + random.bytes(2500)
+        )
         for i in 0..<Self.iterations {
             let codec = MediaCodec.allCases[i % 3]
             let base: [[UInt8]] =
@@ -83,7 +123,9 @@ struct FuzzTests {
                 }
             var payloads = base.map { random.mutate($0) }
             if i % 5 == 0 {
-                payloads = (0..<Int.random(in: 0...4, using: &random)).map { _ in random.bytes(Int.random(in: 0...20, using: &random)) }
+                payloads = (0..<Int.random(in: 0...4, using: &random)).map { _ in
+                    random.bytes(Int.random(in: 0...20, using: &random))
+                }
             }
             do {
                 let frame = try PayloadFormat.depacketize(codec: codec, payloads: payloads.map { $0[...] })
@@ -105,9 +147,13 @@ struct FuzzTests {
             for _ in 0..<Self.iterations {
                 now += Int64.random(in: 0...30, using: &random)
                 let header = RTPHeader(
-                    marker: Bool.random(using: &random), payloadType: 96,
-                    sequenceNumber: UInt16.random(in: 0...40, using: &random) &* (Bool.random(using: &random) ? 1 : 1700),
-                    timestamp: UInt32.random(in: 0...5, using: &random) * 3000, ssrc: 1)
+                    marker: Bool.random(using: &random),
+                    payloadType: 96,
+                    sequenceNumber: UInt16.random(in: 0...40, using: &random)
+                        &* (Bool.random(using: &random) ? 1 : 1700),
+                    timestamp: UInt32.random(in: 0...5, using: &random) * 3000,
+                    ssrc: 1
+                )
                 let payload = random.bytes(Int.random(in: 0...30, using: &random))
                 guard let packet = try? RTPPacket(parsing: header.serialize(payload: payload)) else { continue }
                 _ = buffer.receive(packet, arrival: .milliseconds(now))

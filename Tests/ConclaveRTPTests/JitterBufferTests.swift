@@ -31,8 +31,14 @@ struct LossySession {
         random = SeededRandom(seed: seed)
         self.lossRate = lossRate
         sender = RTPSender(
-            sequencer: RTPSequencer(ssrc: 0x1111, payloadType: 96, initialSequenceNumber: 65000, timestampOffset: 0xFFFF_0000),
-            clockRate: 90000)
+            sequencer: RTPSequencer(
+                ssrc: 0x1111,
+                payloadType: 96,
+                initialSequenceNumber: 65000,
+                timestampOffset: 0xFFFF_0000
+            ),
+            clockRate: 90000
+        )
         receiver.updateRoundTripTime(.milliseconds(2 * oneWayDelayMs))
     }
 
@@ -50,7 +56,12 @@ struct LossySession {
         if protect {
             for k in 0..<payloads.count { protected.insert(sender.sequencer.nextSequenceNumber &+ UInt16(k)) }
         }
-        for packet in sender.send(payloads: payloads, mediaTimestamp: mediaTimestamp, markLast: true, now: .milliseconds(now)) {
+        for packet in sender.send(
+            payloads: payloads,
+            mediaTimestamp: mediaTimestamp,
+            markLast: true,
+            now: .milliseconds(now)
+        ) {
             transmit(packet, at: now, firstTime: true)
         }
     }
@@ -79,7 +90,11 @@ struct LossySession {
         for rtcp in feedback {
             guard let packets = try? RTCPCompound.parse(rtcp.bytes) else { continue }
             for packet in packets {
-                for action in sender.handle(packet, now: .milliseconds(now), arrivalNTP: NTPTimestamp(unixMicroseconds: now * 1000)) {
+                for action in sender.handle(
+                    packet,
+                    now: .milliseconds(now),
+                    arrivalNTP: NTPTimestamp(unixMicroseconds: now * 1000)
+                ) {
                     switch action {
                     case .retransmit(let resend) where answerNACKs:
                         for p in resend { transmit(p, at: now, firstTime: false) }
@@ -125,7 +140,8 @@ struct JitterBufferTests {
         #expect(session.delivered.count == frames.count)
         let identical = session.delivered.map(\.frame.data) == frames
         #expect(identical, "delivered frames differ from the source")
-        let inOrder = session.delivered.map(\.frame.rtpTimestamp) == (0..<frames.count).map { UInt32($0 * 3000) &+ 0xFFFF_0000 }
+        let inOrder =
+            session.delivered.map(\.frame.rtpTimestamp) == (0..<frames.count).map { UInt32($0 * 3000) &+ 0xFFFF_0000 }
         #expect(inOrder)
         #expect(session.delivered.first?.frame.isKeyframe == true)
         // About 5% of roughly 800 packets are lost; reordering alone must not cause NACKs.
@@ -176,7 +192,11 @@ struct JitterBufferTests {
         let indices = session.delivered.map { Int(($0.frame.rtpTimestamp &- 0xFFFF_0000) / 3000) }
         // Everything before the burst, nothing from the burst to the keyframe, everything after.
         #expect(indices == Array(0..<20) + Array(recovery..<frames.count))
-        #expect(session.delivered.first { $0.firstSequenceNumber > 0 && Int(($0.frame.rtpTimestamp &- 0xFFFF_0000) / 3000) == recovery }?.frame.isKeyframe == true)
+        #expect(
+            session.delivered.first {
+                $0.firstSequenceNumber > 0 && Int(($0.frame.rtpTimestamp &- 0xFFFF_0000) / 3000) == recovery
+            }?.frame.isKeyframe == true
+        )
         #expect(stats.pliSent >= 1)
         #expect(stats.pliSent <= 3, "keyframe requests are throttled")
         #expect(stats.framesDropped >= UInt64(recovery - 22), "each undecodable frame after the burst is counted")
@@ -188,11 +208,18 @@ struct JitterBufferTests {
     @Test func reordersPacketsAndCountsDuplicates() throws {
         let frames = Self.makeFrames(count: 20, keyframeInterval: 10, seed: 3)
         var sender = RTPSender(
-            sequencer: RTPSequencer(ssrc: 5, payloadType: 96, initialSequenceNumber: 100, timestampOffset: 0), clockRate: 90000)
+            sequencer: RTPSequencer(ssrc: 5, payloadType: 96, initialSequenceNumber: 100, timestampOffset: 0),
+            clockRate: 90000
+        )
         var packetizer = VP8Packetizer()
         var packets: [[UInt8]] = []
         for (i, frame) in frames.enumerated() {
-            packets += sender.send(payloads: packetizer.packetize(frame), mediaTimestamp: UInt32(i * 3000), markLast: true, now: .milliseconds(0))
+            packets += sender.send(
+                payloads: packetizer.packetize(frame),
+                mediaTimestamp: UInt32(i * 3000),
+                markLast: true,
+                now: .milliseconds(0)
+            )
         }
         // Reverse each window of 4 packets, and send one packet twice.
         var shuffled: [[UInt8]] = []
@@ -224,16 +251,24 @@ struct JitterBufferTests {
         for (i, frame) in frames.enumerated() {
             let payloads = packetizer.packetize(frame)
             for (k, payload) in payloads.enumerated() {
-                let bytes = RTPHeader(marker: k == payloads.count - 1, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(i * 3000), ssrc: 1)
-                    .serialize(payload: payload)
+                let bytes = RTPHeader(
+                    marker: k == payloads.count - 1,
+                    payloadType: 96,
+                    sequenceNumber: seq,
+                    timestamp: UInt32(i * 3000),
+                    ssrc: 1
+                )
+                .serialize(payload: payload)
                 seq &+= 1
-                delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(i * 33))).frames.map(\.frame.data)
+                delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(i * 33))).frames
+                    .map(\.frame.data)
             }
             // A probing packet: padding only, previous frame's timestamp, no marker.
             let padding = RTPHeader(payloadType: 96, sequenceNumber: seq, timestamp: UInt32(i * 3000), ssrc: 1)
                 .serialize(payload: [], paddingLength: 200)
             seq &+= 1
-            delivered += buffer.receive(try RTPPacket(parsing: padding), arrival: .milliseconds(Int64(i * 33 + 5))).frames.map(\.frame.data)
+            delivered += buffer.receive(try RTPPacket(parsing: padding), arrival: .milliseconds(Int64(i * 33 + 5)))
+                .frames.map(\.frame.data)
         }
         let identical = delivered == frames
         #expect(identical)
@@ -249,8 +284,14 @@ struct JitterBufferTests {
         var buffer = JitterBuffer(configuration: .video(.h264))
         var delivered: [EncodedFrame] = []
         for (i, au) in [keyframe, delta, delta].enumerated() {
-            for bytes in sequencer.packets(for: H264Packetizer().packetize(au), mediaTimestamp: UInt32(i * 3000), markLast: true) {
-                delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(i))).frames.map(\.frame)
+            for bytes in sequencer.packets(
+                for: H264Packetizer().packetize(au),
+                mediaTimestamp: UInt32(i * 3000),
+                markLast: true
+            ) {
+                delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(i))).frames.map(
+                    \.frame
+                )
             }
         }
         let identical = delivered.map(\.data) == [keyframe, delta, delta]
@@ -260,7 +301,8 @@ struct JitterBufferTests {
     }
 
     @Test func h264ResumesAtTheNextKeyframeAfterALostFrame() throws {
-        let keyframe = [0, 0, 0, 1, 0x67, 0x42, 0, 0, 0, 1, 0x68, 0xCE, 0, 0, 0, 1, 0x65] + (0..<3000).map { UInt8($0 % 200 + 1) }
+        let keyframe =
+            [0, 0, 0, 1, 0x67, 0x42, 0, 0, 0, 1, 0x68, 0xCE, 0, 0, 0, 1, 0x65] + (0..<3000).map { UInt8($0 % 200 + 1) }
         func delta(_ i: Int) -> [UInt8] { [0, 0, 0, 1, 0x41, UInt8(i), 0x9A] }
         var sequencer = RTPSequencer(ssrc: 7, payloadType: 107, initialSequenceNumber: 100, timestampOffset: 0)
         var config = JitterBufferConfiguration.video(.h264)
@@ -271,7 +313,11 @@ struct JitterBufferTests {
         var pli = 0
         for i in 0..<14 {
             let au = i == 0 || i == 10 ? keyframe : delta(i)
-            let packets = sequencer.packets(for: H264Packetizer().packetize(au), mediaTimestamp: UInt32(i * 3000), markLast: true)
+            let packets = sequencer.packets(
+                for: H264Packetizer().packetize(au),
+                mediaTimestamp: UInt32(i * 3000),
+                markLast: true
+            )
             if i == 5 { continue }  // the whole frame is lost
             for bytes in packets {
                 let now = MonotonicTime.milliseconds(Int64(i * 33))
@@ -318,9 +364,16 @@ struct JitterBufferTests {
         buffer.updateRoundTripTime(.milliseconds(20))
         var nacked: [UInt16] = []
         for seq: UInt16 in [0, 2] {
-            let payload = seq == 0 ? [0x90, 0x80, 0x00] + PayloadFormatTests.vp8Keyframe(size: 20) : [0x90, 0x80, 0x02, 0x31, 0]
-            let bytes = RTPHeader(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 3000, ssrc: 1)
-                .serialize(payload: payload)
+            let payload =
+                seq == 0 ? [0x90, 0x80, 0x00] + PayloadFormatTests.vp8Keyframe(size: 20) : [0x90, 0x80, 0x02, 0x31, 0]
+            let bytes = RTPHeader(
+                marker: true,
+                payloadType: 96,
+                sequenceNumber: seq,
+                timestamp: UInt32(seq) * 3000,
+                ssrc: 1
+            )
+            .serialize(payload: payload)
             nacked += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(0)).nack
         }
         #expect(nacked.isEmpty, "a gap younger than the reorder tolerance is not NACKed yet")
@@ -353,8 +406,14 @@ struct JitterBufferTests {
         for i in 0..<10 {
             var packetizer = VP8Packetizer()
             let frame = i == 0 ? PayloadFormatTests.vp8Keyframe(size: 100) : PayloadFormatTests.vp8Delta(size: 100)
-            let bytes = RTPHeader(marker: true, payloadType: 96, sequenceNumber: UInt16(i), timestamp: UInt32(i * 3000), ssrc: 1)
-                .serialize(payload: packetizer.packetize(frame)[0])
+            let bytes = RTPHeader(
+                marker: true,
+                payloadType: 96,
+                sequenceNumber: UInt16(i),
+                timestamp: UInt32(i * 3000),
+                ssrc: 1
+            )
+            .serialize(payload: packetizer.packetize(frame)[0])
             let arrival = MonotonicTime(microseconds: origin + Int64(i) * 33_333)
             delivered += buffer.receive(try RTPPacket(parsing: bytes), arrival: arrival).frames.count
         }

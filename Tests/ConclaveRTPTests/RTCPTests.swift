@@ -32,11 +32,22 @@ struct RTCPTests {
 
     @Test func roundTripsSenderReportWithSDESAndBYE() throws {
         let block = RTCPReportBlock(
-            ssrc: 0x1234, fractionLost: 25, cumulativeLost: -3, extendedHighestSequence: 0x1_0005, jitter: 90,
-            lastSenderReport: 0xAABB_CCDD, delaySinceLastSenderReport: 65536)
+            ssrc: 0x1234,
+            fractionLost: 25,
+            cumulativeLost: -3,
+            extendedHighestSequence: 0x1_0005,
+            jitter: 90,
+            lastSenderReport: 0xAABB_CCDD,
+            delaySinceLastSenderReport: 65536
+        )
         let sr = RTCPSenderReport(
-            ssrc: 0xCAFE, ntpTimestamp: NTPTimestamp(seconds: 0xE000_0000, fraction: 0x8000_0000), rtpTimestamp: 90000,
-            packetCount: 10, octetCount: 12000, reports: [block])
+            ssrc: 0xCAFE,
+            ntpTimestamp: NTPTimestamp(seconds: 0xE000_0000, fraction: 0x8000_0000),
+            rtpTimestamp: 90000,
+            packetCount: 10,
+            octetCount: 12000,
+            reports: [block]
+        )
         let packets: [RTCPPacket] = [
             .senderReport(sr), .sourceDescription(.cname("conclave-abc", ssrc: 0xCAFE)),
             .goodbye(.init(ssrcs: [0xCAFE], reason: Array("bye".utf8))),
@@ -56,8 +67,14 @@ struct RTCPTests {
         let sent = NTPTimestamp(unixMicroseconds: 1_700_000_000_000_000)
         let arrival = NTPTimestamp(unixMicroseconds: 1_700_000_000_540_000)
         let block = RTCPReportBlock(
-            ssrc: 9, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 1, jitter: 0,
-            lastSenderReport: sent.middle32, delaySinceLastSenderReport: 0x8000)
+            ssrc: 9,
+            fractionLost: 0,
+            cumulativeLost: 0,
+            extendedHighestSequence: 1,
+            jitter: 0,
+            lastSenderReport: sent.middle32,
+            delaySinceLastSenderReport: 0x8000
+        )
         let bytes = RTCPCompound.serialize([.receiverReport(.init(ssrc: 5, reports: [block]))])
         #expect(Array(bytes.prefix(4)) == hex("81 C9 0007"))
         let parsed = try RTCPCompound.parse(bytes)
@@ -68,11 +85,15 @@ struct RTCPTests {
 
     @Test func roundTripsTransportFeedback() throws {
         let fb = RTCPTransportFeedback(
-            senderSSRC: 1, mediaSSRC: 2, referenceTime: -5, feedbackCount: 3,
+            senderSSRC: 1,
+            mediaSSRC: 2,
+            referenceTime: -5,
+            feedbackCount: 3,
             packets: [
                 .init(sequenceNumber: 65534, receiveDelta: 4), .init(sequenceNumber: 65535, receiveDelta: nil),
                 .init(sequenceNumber: 0, receiveDelta: 300), .init(sequenceNumber: 1, receiveDelta: -2),
-            ])
+            ]
+        )
         let bytes = RTCPCompound.serialize([.transportFeedback(fb)])
         #expect(try RTCPCompound.parse(bytes) == [.transportFeedback(fb)])
     }
@@ -90,7 +111,12 @@ struct RTCPTests {
     @Test func stripsPaddingAndKeepsUnknownPackets() throws {
         let bytes = hex("A1 CC 0002 41424344 00000002") + hex("80 C9 0001 00000005")
         let parsed = try RTCPCompound.parse(bytes)
-        #expect(parsed == [.unknown(packetType: 204, count: 1, body: hex("41424344 0000")), .receiverReport(.init(ssrc: 5, reports: []))])
+        #expect(
+            parsed == [
+                .unknown(packetType: 204, count: 1, body: hex("41424344 0000")),
+                .receiverReport(.init(ssrc: 5, reports: [])),
+            ]
+        )
     }
 
     @Test func rejectsMalformedCompounds() {
@@ -104,7 +130,9 @@ struct RTCPTests {
         var clock = SenderReportClock(clockRate: 90000)
         #expect(clock.unixMicroseconds(forRTPTimestamp: 0) == nil)
         let ntp = NTPTimestamp(unixMicroseconds: 1_700_000_000_500_000)
-        clock.update(with: RTCPSenderReport(ssrc: 1, ntpTimestamp: ntp, rtpTimestamp: 0xFFFF_0000, packetCount: 0, octetCount: 0))
+        clock.update(
+            with: RTCPSenderReport(ssrc: 1, ntpTimestamp: ntp, rtpTimestamp: 0xFFFF_0000, packetCount: 0, octetCount: 0)
+        )
         #expect(clock.unixMicroseconds(forRTPTimestamp: 0xFFFF_0000) == 1_700_000_000_500_000)
         // 0x10000 + 45000 ticks later, across the 32-bit wrap.
         let later = UInt32(0xFFFF_0000) &+ 0x10000 &+ 45000

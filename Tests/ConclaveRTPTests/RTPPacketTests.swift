@@ -19,8 +19,12 @@ struct RTPPacketTests {
 
     @Test func writesOneByteExtensionsAsRFC8285() throws {
         let header = RTPHeader(
-            payloadType: 111, sequenceNumber: 1, timestamp: 2, ssrc: 3,
-            extensions: [.init(id: 1, value: [0xAA]), .init(id: 2, value: [0xBB, 0xCC])])
+            payloadType: 111,
+            sequenceNumber: 1,
+            timestamp: 2,
+            ssrc: 3,
+            extensions: [.init(id: 1, value: [0xAA]), .init(id: 2, value: [0xBB, 0xCC])]
+        )
         let bytes = header.serialize(payload: [0x55])
         #expect(bytes == hex("90 6F 0001 00000002 00000003 BEDE 0002 10AA 21BBCC 000000 55"))
         let parsed = try RTPPacket(parsing: bytes)
@@ -31,7 +35,13 @@ struct RTPPacketTests {
     }
 
     @Test func writesTwoByteFormForLargeIDs() throws {
-        let header = RTPHeader(payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: 0, extensions: [.init(id: 20, value: [0xAA])])
+        let header = RTPHeader(
+            payloadType: 96,
+            sequenceNumber: 0,
+            timestamp: 0,
+            ssrc: 0,
+            extensions: [.init(id: 20, value: [0xAA])]
+        )
         let bytes = header.serialize(payload: [])
         #expect(Array(bytes[12...]) == hex("1000 0001 14 01 AA 00"))
         let parsed = try RTPPacket(parsing: bytes)
@@ -40,8 +50,14 @@ struct RTPPacketTests {
 
     @Test func roundTripsCSRCsAndPadding() throws {
         let header = RTPHeader(
-            marker: true, payloadType: 100, sequenceNumber: 65535, timestamp: 0xFFFF_FFFF, ssrc: 42,
-            csrcs: [7, 8], extensions: [.init(id: 3, value: Array("video1".utf8))])
+            marker: true,
+            payloadType: 100,
+            sequenceNumber: 65535,
+            timestamp: 0xFFFF_FFFF,
+            ssrc: 42,
+            csrcs: [7, 8],
+            extensions: [.init(id: 3, value: Array("video1".utf8))]
+        )
         let bytes = header.serialize(payload: [9, 9, 9], paddingLength: 5)
         let parsed = try RTPPacket(parsing: bytes)
         #expect(parsed.csrcs == [7, 8])
@@ -57,12 +73,16 @@ struct RTPPacketTests {
             RTPHeaderExtensionURI.transportWideCC: 3,
         ])
         let header = RTPHeader(
-            payloadType: 111, sequenceNumber: 0, timestamp: 0, ssrc: 0,
+            payloadType: 111,
+            sequenceNumber: 0,
+            timestamp: 0,
+            ssrc: 0,
             extensions: [
                 .init(id: 1, value: [AudioLevel(voiceActivity: true, level: 30).byte]),
                 .init(id: 2, value: RTPHeaderExtensionValue.absSendTime(.milliseconds(1500))),
                 .init(id: 3, value: RTPHeaderExtensionValue.transportSequenceNumber(0xBEEF)),
-            ])
+            ]
+        )
         let packet = try RTPPacket(parsing: header.serialize(payload: [1]))
         #expect(map.audioLevel(in: packet) == AudioLevel(voiceActivity: true, level: 30))
         #expect(map.absSendTime(in: packet) == 0x06_0000)  // 1.5 s in 6.18 fixed point
@@ -111,7 +131,10 @@ struct RTPPacketTests {
 struct StreamRouterTests {
     func packet(ssrc: UInt32, pt: UInt8, mid: String? = nil) throws -> RTPPacket {
         let ext = mid.map { [RTPHeaderExtensionElement(id: 4, value: RTPHeaderExtensionValue.mid($0))] } ?? []
-        return try RTPPacket(parsing: RTPHeader(payloadType: pt, sequenceNumber: 0, timestamp: 0, ssrc: ssrc, extensions: ext).serialize(payload: [1]))
+        return try RTPPacket(
+            parsing: RTPHeader(payloadType: pt, sequenceNumber: 0, timestamp: 0, ssrc: ssrc, extensions: ext).serialize(
+                payload: [1])
+        )
     }
 
     @Test func routesBySSRCThenMidThenUniquePayloadType() throws {

@@ -7,7 +7,8 @@ struct SenderTests {
     func makeSender() -> RTPSender {
         RTPSender(
             sequencer: RTPSequencer(ssrc: 0xAAAA, payloadType: 96, initialSequenceNumber: 65535, timestampOffset: 1000),
-            clockRate: 90000)
+            clockRate: 90000
+        )
     }
 
     @Test func answersNACKsFromHistoryWithIdenticalBytes() throws {
@@ -43,10 +44,20 @@ struct SenderTests {
     @Test func obeysREMBAndReportsRoundTrip() {
         var sender = makeSender()
         let remb = RTCPPacket.receiverEstimatedMaxBitrate(.init(senderSSRC: 1, bitrate: 300_000, ssrcs: [0xAAAA]))
-        #expect(sender.handle(remb, now: .zero, arrivalNTP: NTPTimestamp(seconds: 0, fraction: 0)) == [.limitBitrate(300_000)])
+        #expect(
+            sender.handle(remb, now: .zero, arrivalNTP: NTPTimestamp(seconds: 0, fraction: 0)) == [
+                .limitBitrate(300_000)
+            ]
+        )
         let block = RTCPReportBlock(
-            ssrc: 0xAAAA, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, jitter: 0,
-            lastSenderReport: 0x0001_0000, delaySinceLastSenderReport: 0x0000_8000)
+            ssrc: 0xAAAA,
+            fractionLost: 0,
+            cumulativeLost: 0,
+            extendedHighestSequence: 0,
+            jitter: 0,
+            lastSenderReport: 0x0001_0000,
+            delaySinceLastSenderReport: 0x0000_8000
+        )
         let rr = RTCPPacket.receiverReport(.init(ssrc: 1, reports: [block]))
         // Arrival at NTP middle 0x0001_C000: 0.75 s after the SR, 0.5 s of which the peer held it.
         let actions = sender.handle(rr, now: .zero, arrivalNTP: NTPTimestamp(seconds: 1, fraction: 0xC000_0000))
@@ -56,7 +67,9 @@ struct SenderTests {
     @Test func senderReportExtrapolatesTheRTPTimestamp() throws {
         var sender = makeSender()
         _ = sender.send(payloads: [[1, 2, 3]], mediaTimestamp: 9000, markLast: true, now: .milliseconds(100))
-        let report = try #require(sender.senderReport(now: .milliseconds(150), wallClock: NTPTimestamp(seconds: 5, fraction: 0)))
+        let report = try #require(
+            sender.senderReport(now: .milliseconds(150), wallClock: NTPTimestamp(seconds: 5, fraction: 0))
+        )
         #expect(report.rtpTimestamp == 1000 + 9000 + 4500)
         #expect(report.packetCount == 1 && report.octetCount == 3)
     }

@@ -6,14 +6,23 @@ import Testing
 @Suite("Offer/answer negotiation")
 struct NegotiationTests {
     static let local = LocalTransportParameters(
-        iceUfrag: "loCl", icePwd: "bG9jYWxwYXNzd29yZGxvY2Fs", fingerprint: SDPFingerprint(digest: Array(repeating: 0xAB, count: 32)),
-        candidates: [ICECandidate(foundation: "1", priority: 2130706431, address: "10.200.0.3", port: 40000, type: "host")])
+        iceUfrag: "loCl",
+        icePwd: "bG9jYWxwYXNzd29yZGxvY2Fs",
+        fingerprint: SDPFingerprint(digest: Array(repeating: 0xAB, count: 32)),
+        candidates: [
+            ICECandidate(foundation: "1", priority: 2130706431, address: "10.200.0.3", port: 40000, type: "host")
+        ]
+    )
 
     @Test func publisherOfferLooksLikeABrowsersAndReadsJanusAnswer() throws {
         let offer = SDPNegotiator.publisherOffer(
             audio: PublisherTrack(codec: .opus, ssrc: 1111, trackID: "audio0"),
-            video: PublisherTrack(codec: .h264, ssrc: 2222, trackID: "video0"), local: Self.local, cname: "conclave",
-            streamID: "stream0", sessionID: "123")
+            video: PublisherTrack(codec: .h264, ssrc: 2222, trackID: "video0"),
+            local: Self.local,
+            cname: "conclave",
+            streamID: "stream0",
+            sessionID: "123"
+        )
         let text = offer.text
         let parsed = try SessionDescription(parsing: text)
         #expect(parsed.bundleMids == ["0", "1"])
@@ -32,8 +41,12 @@ struct NegotiationTests {
         // Janus answers the VP8 variant of the offer.
         let vp8Offer = SDPNegotiator.publisherOffer(
             audio: PublisherTrack(codec: .opus, ssrc: 1111, trackID: "audio0"),
-            video: PublisherTrack(codec: .vp8, ssrc: 2222, trackID: "video0"), local: Self.local, cname: "conclave",
-            streamID: "stream0", sessionID: "123")
+            video: PublisherTrack(codec: .vp8, ssrc: 2222, trackID: "video0"),
+            local: Self.local,
+            cname: "conclave",
+            streamID: "stream0",
+            sessionID: "123"
+        )
         let answer = try SessionDescription(parsing: Fixtures.janusPublisherAnswer)
         let result = try SDPNegotiator.acceptPublisherAnswer(answer, offer: vp8Offer)
         #expect(result.media.map(\.mid) == ["0", "1"])
@@ -42,7 +55,9 @@ struct NegotiationTests {
         #expect(result.media.map(\.direction) == [.sendonly, .sendonly])
         #expect(result.media.map(\.localSSRC) == [1111, 2222])
         #expect(result.media[0].extensionIDs == [RTPHeaderExtensionURI.audioLevel: 1, RTPHeaderExtensionURI.mid: 4])
-        #expect(result.media[1].extensionIDs == [RTPHeaderExtensionURI.transportWideCC: 3, RTPHeaderExtensionURI.mid: 4])
+        #expect(
+            result.media[1].extensionIDs == [RTPHeaderExtensionURI.transportWideCC: 3, RTPHeaderExtensionURI.mid: 4]
+        )
         #expect(result.media[1].feedback == .video)
         #expect(result.media[0].feedback.isEmpty)
         #expect(result.remote.iceUfrag == "Kx7e" && result.remote.setup == .active)
@@ -66,7 +81,9 @@ struct NegotiationTests {
         #expect(result.media[3].formatParameter("packetization-mode") == "1")
         #expect(result.media[3].feedback == [.nack, .pli, .fir, .remb])
         #expect(result.media[1].feedback == .video)
-        #expect(result.media[1].extensionIDs == [RTPHeaderExtensionURI.mid: 1, RTPHeaderExtensionURI.transportWideCC: 3])
+        #expect(
+            result.media[1].extensionIDs == [RTPHeaderExtensionURI.mid: 1, RTPHeaderExtensionURI.transportWideCC: 3]
+        )
         #expect(result.media[1].remoteMediaStreamID == SDPMediaStreamID(streamID: "janus", trackID: "janusv1"))
         #expect(result.remote.iceUfrag == "Pq2w" && result.remote.setup == .actpass)
         #expect(result.remote.candidates.count == 2)
@@ -99,7 +116,11 @@ struct NegotiationTests {
         let (_, vp8First) = try SDPNegotiator.subscriberAnswer(to: chrome, local: Self.local, sessionID: "1")
         #expect(vp8First.media.map(\.codec) == [.opus, .vp8])
         let (answer, h264Only) = try SDPNegotiator.subscriberAnswer(
-            to: chrome, local: Self.local, supportedCodecs: [.opus, .h264], sessionID: "1")
+            to: chrome,
+            local: Self.local,
+            supportedCodecs: [.opus, .h264],
+            sessionID: "1"
+        )
         #expect(h264Only.media[1].payloadType == 102)
         #expect(h264Only.media[1].formatParameter("profile-level-id") == "42001f")
         #expect(answer.media[1].formats == ["102"])
@@ -116,8 +137,14 @@ struct NegotiationTests {
     @Test func answersARenegotiatedOfferWhenFeedsComeAndGo() throws {
         // Feed 2 (mids 2 and 3) left: Janus disables its m-lines; a new feed arrives on mids 6 and 7.
         var text = Fixtures.janusSubscriberOffer
-        text = text.replacing("m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:2", with: "m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:2")
-        text = text.replacing("m=video 9 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:3", with: "m=video 0 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:3")
+        text = text.replacing(
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:2",
+            with: "m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:2"
+        )
+        text = text.replacing(
+            "m=video 9 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:3",
+            with: "m=video 0 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:3"
+        )
         text = text.replacing("a=group:BUNDLE 0 1 2 3 5", with: "a=group:BUNDLE 0 1 5 6 7")
         text += [
             "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 10.200.0.1", "a=sendonly", "a=mid:6", "a=rtcp-mux",
@@ -128,7 +155,12 @@ struct NegotiationTests {
             "a=rtcp-fb:96 nack", "a=rtcp-fb:96 nack pli", "a=ssrc:5550002 cname:janus", "",
         ].joined(separator: "\r\n")
         let offer = try SessionDescription(parsing: text)
-        let (answer, result) = try SDPNegotiator.subscriberAnswer(to: offer, local: Self.local, sessionID: "99", sessionVersion: 2)
+        let (answer, result) = try SDPNegotiator.subscriberAnswer(
+            to: offer,
+            local: Self.local,
+            sessionID: "99",
+            sessionVersion: 2
+        )
         #expect(result.media.map(\.mid) == ["0", "1", "6", "7"])
         #expect(result.rejectedMids == ["2", "3", "4", "5"])
         #expect(result.media.map(\.remoteSSRC) == [2784523881, 1509832510, 5550001, 5550002])

@@ -45,14 +45,18 @@ struct SDPFuzzTests {
 
     @Test func parserAndNegotiatorSurviveMutatedDescriptions() {
         var random = SeededRandom(seed: 0x5D9)
-        let fixtures = [Fixtures.janusSubscriberOffer, Fixtures.janusPublisherAnswer, Fixtures.chromeOffer, Fixtures.aiortcOffer]
+        let fixtures = [
+            Fixtures.janusSubscriberOffer, Fixtures.janusPublisherAnswer, Fixtures.chromeOffer, Fixtures.aiortcOffer,
+        ]
         let local = NegotiationTests.local
         var parsed = 0
         var answered = 0
         for i in 0..<3000 {
             let text: String
             if i % 10 == 0 {
-                let bytes = (0..<Int.random(in: 0...200, using: &random)).map { _ in Self.alphabet.randomElement(using: &random)! }
+                let bytes = (0..<Int.random(in: 0...200, using: &random)).map { _ in
+                    Self.alphabet.randomElement(using: &random)!
+                }
                 text = String(decoding: bytes, as: UTF8.self)
             } else {
                 text = Self.mutate(fixtures[i % fixtures.count], &random)

@@ -37,7 +37,10 @@ struct SDPParsingTests {
         #expect(opus?["useinbandfec"] == "1" && opus?["minptime"] == "10")
         let candidates = try audio.candidates()
         #expect(candidates.count == 2)
-        #expect(candidates[1].type == "srflx" && candidates[1].relatedAddress == "192.168.1.20" && candidates[1].relatedPort == 51472)
+        #expect(
+            candidates[1].type == "srflx" && candidates[1].relatedAddress == "192.168.1.20"
+                && candidates[1].relatedPort == 51472
+        )
         #expect(candidates[0].extensions.first == SDPParameter("generation", "0"))
         let video = sdp.media[1]
         #expect(try video.ssrcGroups() == [SDPSSRCGroup(semantics: "FID", ssrcs: [2231627014, 632943048])])
@@ -52,7 +55,10 @@ struct SDPParsingTests {
 
     @Test func acceptsLFAndCRLFAlike() throws {
         let crlf = Fixtures.janusPublisherAnswer.replacing("\n", with: "\r\n")
-        #expect(try SessionDescription(parsing: crlf).text == SessionDescription(parsing: Fixtures.janusPublisherAnswer).text)
+        #expect(
+            try SessionDescription(parsing: crlf).text
+                == SessionDescription(parsing: Fixtures.janusPublisherAnswer).text
+        )
     }
 
     @Test func reportsTheLineAndTextOfMalformedInput() throws {
@@ -68,7 +74,9 @@ struct SDPParsingTests {
         } catch {
             #expect(error.line == 2 && error.reason == .invalidField("port"))
         }
-        let sdp = try SessionDescription(parsing: "v=0\nm=video 9 RTP/AVP 96\na=rtpmap:96 VP8\na=fingerprint:sha-256 ZZ:01\n")
+        let sdp = try SessionDescription(
+            parsing: "v=0\nm=video 9 RTP/AVP 96\na=rtpmap:96 VP8\na=fingerprint:sha-256 ZZ:01\n"
+        )
         do {
             _ = try sdp.media[0].rtpMaps()
             Issue.record("accepted an rtpmap without clock rate")
@@ -95,7 +103,9 @@ struct SDPParsingTests {
         let fp = SDPFingerprint(digest: [0x0A, 0xFF, 0x00])
         #expect(fp.value == "sha-256 0A:FF:00")
         #expect(try SDPFingerprint(SDPAttribute("fingerprint", "SHA-256 0a:ff:00")) == fp)
-        #expect(SDPRTPMap(payloadType: 111, encodingName: "opus", clockRate: 48000, channels: 2).value == "111 opus/48000/2")
+        #expect(
+            SDPRTPMap(payloadType: 111, encodingName: "opus", clockRate: 48000, channels: 2).value == "111 opus/48000/2"
+        )
         #expect(SDPExtensionMap(id: 3, direction: .sendonly, uri: "urn:x").value == "3/sendonly urn:x")
         #expect(try SDPExtensionMap(SDPAttribute("extmap", "3/recvonly urn:x attr")).extensionAttributes == "attr")
         #expect(try SDPRTCPFeedback(SDPAttribute("rtcp-fb", "* ccm fir")).kind == .fir)

@@ -33,7 +33,8 @@ import Testing
         }
 
         static func opus(using random: inout some RandomNumberGenerator) -> [UInt8] {
-            [0x78] + (0..<Int.random(in: 40...160, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            [0x78]
+                + (0..<Int.random(in: 40...160, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
         }
     }
 
@@ -53,7 +54,12 @@ import Testing
             publishers.append(
                 try await Publisher.publish(
                     on: session,
-                    configuration: .init(room: room, display: "\(index + 1):Publisher \(index + 1)", video: codec, transport: transport),
+                    configuration: .init(
+                        room: room,
+                        display: "\(index + 1):Publisher \(index + 1)",
+                        video: codec,
+                        transport: transport
+                    ),
                     logger: logger
                 )
             )
@@ -75,7 +81,9 @@ import Testing
         for tick in 0..<audioFrames {
             for (index, publisher) in publishers.enumerated() {
                 let opus = SyntheticFrames.opus(using: &random)
-                publisher.send(EncodedFrame(codec: .opus, data: opus, rtpTimestamp: UInt32(tick * 960), isKeyframe: true))
+                publisher.send(
+                    EncodedFrame(codec: .opus, data: opus, rtpTimestamp: UInt32(tick * 960), isKeyframe: true)
+                )
                 sent[publisher.feedID, default: [:]][.opus, default: []].append(opus)
                 // Video at 30 fps: three of every five 20 ms ticks.
                 guard tick % 5 < 3 else { continue }
