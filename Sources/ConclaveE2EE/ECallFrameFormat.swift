@@ -24,7 +24,7 @@ public enum ECallFrameFormat {
 
     // MARK: H264
 
-    /// Seals the single slice of an Annex-B or AVCC H264 frame.
+    /// Seals the single slice of an Annex-B H264 frame.
     ///
     /// Throws `multipleSlices` for a frame with two or more slice units, because ECall iOS would fail
     /// to decrypt every slice after the first. A frame without slices is returned unchanged.
@@ -40,10 +40,38 @@ public enum ECallFrameFormat {
         guard regionStart < slice.end else { return frame }
         var output = [UInt8]()
         output.reserveCapacity(frame.count + sealOverhead)
-        output.append(contentsOf: frame[..<regionStart])
-        appendSealed(frame[regionStart..<slice.end], key: key, to: &output)
-        output.append(contentsOf: frame[slice.end...])
+        // ECall adds no emulation prevention, so sealed bytes that contain `00 00 01` (or end in a zero
+        // a following start code would absorb) get cut apart on the way. The nonce is free, so draw a
+        // new one until the sealed region is safe: about one frame in 2^24 / length needs a second try.
+        for _ in 0..<maxNonceDraws {
+            output.removeAll(keepingCapacity: true)
+            output.append(contentsOf: frame[..<regionStart])
+            appendSealed(frame[regionStart..<slice.end], key: key, to: &output)
+            let sealedEnd = output.count
+            output.append(contentsOf: frame[slice.end...])
+            if !emulatesStartCode(output, from: slice.headerIndex + 1, to: sealedEnd) { break }
+        }
         return output
+    }
+
+    /// Fresh nonces tried before giving up on a start-code-free region (never reached in practice:
+    /// each try fails with probability about length / 2^24).
+    static let maxNonceDraws = 16
+
+    /// Whether `bytes[from..<to]` contains `00 00 01` or ends in `00`.
+    static func emulatesStartCode(_ bytes: [UInt8], from: Int, to: Int) -> Bool {
+        guard to > from else { return false }
+        if bytes[to - 1] == 0 { return true }
+        return bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return false }
+            var search = from + 2
+            while search < to, let hit = memchr(base + search, 1, to - search) {
+                let one = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if buffer[one - 1] == 0 && buffer[one - 2] == 0 { return true }
+                search = one + 1
+            }
+            return false
+        }
     }
 
     /// Opens every slice of an `ecall` H264 frame, trying `keys` in order.
