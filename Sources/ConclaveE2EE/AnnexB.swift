@@ -99,30 +99,54 @@ public enum H264FrameParser {
 /// After any `00 00`, a byte of 0–3 gets a `03` inserted before it. The decrypting side removes every
 /// `03` that follows `00 00`.
 enum EmulationPrevention {
+    /// Appends `input` with a `03` inserted wherever `00 00` is followed by a byte of 0–3.
+    ///
+    /// Zero bytes are rare in ciphertext, so the scan jumps from zero to zero with `memchr` and copies
+    /// the runs between them in bulk.
     static func escape(_ input: [UInt8], into output: inout [UInt8]) {
         output.reserveCapacity(output.count + input.count + input.count / 64 + 4)
-        var zeros = 0
-        for byte in input {
-            if zeros >= 2 && byte <= 3 {
-                output.append(3)
-                zeros = 0
+        input.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let count = buffer.count
+            var runStart = 0
+            var position = 0
+            while position < count, let hit = memchr(base + position, 0, count - position) {
+                let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] <= 3 {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
+                    output.append(3)
+                    runStart = zero + 2
+                    position = zero + 2
+                } else {
+                    position = zero + 1
+                }
             }
-            output.append(byte)
-            zeros = byte == 0 ? zeros + 1 : 0
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
         }
     }
 
+    /// Removes every `03` that follows `00 00`.
     static func unescape(_ input: ArraySlice<UInt8>) -> [UInt8] {
         var output = [UInt8]()
         output.reserveCapacity(input.count)
-        var zeros = 0
-        for byte in input {
-            if zeros >= 2 && byte == 3 {
-                zeros = 0
-                continue
+        input.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let count = buffer.count
+            var runStart = 0
+            var position = 0
+            while position < count, let hit = memchr(base + position, 0, count - position) {
+                let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] == 3 {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
+                    runStart = zero + 3
+                    position = zero + 3
+                } else {
+                    position = zero + 1
+                }
             }
-            output.append(byte)
-            zeros = byte == 0 ? zeros + 1 : 0
+            if runStart < count {
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
+            }
         }
         return output
     }

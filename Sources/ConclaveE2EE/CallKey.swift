@@ -10,7 +10,9 @@ public struct CallKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     /// The length of every call key, in bytes.
     public static let byteCount = 32
 
-    @usableFromInline let bytes: [UInt8]
+    let bytes: [UInt8]
+    /// The same bytes as a swift-crypto key, made once: media stages use it for every frame.
+    public let symmetricKey: SymmetricKey
 
     /// Wraps exactly 32 key bytes.
     public init(bytes: some Collection<UInt8>) throws(KeyMaterialError) {
@@ -18,6 +20,7 @@ public struct CallKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
             throw .wrongLength(what: "call key", expected: Self.byteCount, actual: bytes.count)
         }
         self.bytes = Array(bytes)
+        symmetricKey = SymmetricKey(data: self.bytes)
     }
 
     /// Parses 64 hexadecimal characters (either case), as `conclave keys wrap --key` takes them.
@@ -38,13 +41,15 @@ public struct CallKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     init(unchecked bytes: [UInt8]) {
         precondition(bytes.count == Self.byteCount)
         self.bytes = bytes
+        symmetricKey = SymmetricKey(data: bytes)
     }
 
     /// The key as 64 lowercase hexadecimal characters, for `conclave keys unwrap` only.
     public var hexString: String { HexCoding.encode(bytes) }
 
-    /// The key as a swift-crypto symmetric key.
-    public var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
+    public static func == (lhs: CallKey, rhs: CallKey) -> Bool { lhs.bytes == rhs.bytes }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 
     /// Gives temporary access to the raw key bytes.
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {

@@ -161,14 +161,21 @@ public enum ECallFrameFormat {
 
     /// Appends `nonce ‖ ciphertext ‖ tag` of `plaintext` under a fresh random nonce.
     static func appendSealed(_ plaintext: ArraySlice<UInt8>, key: SymmetricKey, to output: inout [UInt8]) {
-        let nonce = AES.GCM.Nonce()
+        let nonce = NoncePool.shared.next()
         // Sealing with a 32-byte key and a 12-byte nonce cannot fail.
         guard let box = try? AES.GCM.seal(plaintext, using: key, nonce: nonce) else {
             preconditionFailure("AES-GCM seal failed with a valid key and nonce")
         }
-        nonce.withUnsafeBytes { output.append(contentsOf: $0) }
-        output.append(contentsOf: box.ciphertext)
-        output.append(contentsOf: box.tag)
+        // `combined` is nonce ‖ ciphertext ‖ tag already; copy it in one go (appending a `Data` as a
+        // sequence would go byte by byte).
+        guard let combined = box.combined else { preconditionFailure("12-byte nonce has no combined form") }
+        appendBytes(of: combined, to: &output)
+    }
+
+    /// Appends the bytes of `data` with a single memory copy.
+    @inline(__always)
+    static func appendBytes(of data: Data, to output: inout [UInt8]) {
+        data.withUnsafeBytes { output.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 
     /// Opens a combined box with the first key that authenticates it; false when none does.
@@ -176,7 +183,7 @@ public enum ECallFrameFormat {
         guard let box = try? AES.GCM.SealedBox(combined: combined) else { return false }
         for key in keys {
             if let plaintext = try? AES.GCM.open(box, using: key) {
-                output.append(contentsOf: plaintext)
+                appendBytes(of: plaintext, to: &output)
                 return true
             }
         }

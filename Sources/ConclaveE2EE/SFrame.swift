@@ -155,8 +155,8 @@ public enum SFrameCipher {
         aad.append(contentsOf: metadata)
         guard let box = try? AES.GCM.seal(plaintext, using: material.key, nonce: material.nonce(counter: counter), authenticating: aad)
         else { preconditionFailure("AES-GCM seal failed with a valid key and nonce") }
-        output.append(contentsOf: box.ciphertext)
-        output.append(contentsOf: box.tag)
+        ECallFrameFormat.appendBytes(of: box.ciphertext, to: &output)
+        ECallFrameFormat.appendBytes(of: box.tag, to: &output)
     }
 
     /// Parses the header of `sealed`, asks `material` for the key of its key id, and opens it.
@@ -183,14 +183,21 @@ public enum SFrameCipher {
         let keys = try material(parsed.header.keyID)
         var aad = Array(sealed[sealed.startIndex..<bodyStart])
         aad.append(contentsOf: metadata)
-        let tagStart = sealed.endIndex - SFrameKeyMaterial.tagLength
         do {
-            let box = try AES.GCM.SealedBox(
-                nonce: keys.nonce(counter: parsed.header.counter),
-                ciphertext: sealed[bodyStart..<tagStart],
-                tag: sealed[tagStart...])
+            // nonce ‖ ciphertext ‖ tag as one buffer: `SealedBox(combined:)` copies it in one go,
+            // where the (nonce:ciphertext:tag:) initializer appends array slices byte by byte.
+            var combined = [UInt8]()
+            combined.reserveCapacity(SFrameKeyMaterial.nonceLength + sealed.endIndex - bodyStart)
+            keys.nonce(counter: parsed.header.counter).withUnsafeBytes {
+                combined.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self))
+            }
+            combined.append(contentsOf: sealed[bodyStart...])
+            let box = try AES.GCM.SealedBox(combined: combined)
             let plaintext = try AES.GCM.open(box, using: keys.key, authenticating: aad)
-            return (Array(plaintext), parsed.header)
+            var bytes = [UInt8]()
+            bytes.reserveCapacity(plaintext.count)
+            ECallFrameFormat.appendBytes(of: plaintext, to: &bytes)
+            return (bytes, parsed.header)
         } catch {
             throw FrameDecryptionError(
                 .authenticationFailed, codec: codec, at: bodyStart,

@@ -96,3 +96,40 @@ struct KeyWrappingTests {
         #expect(try CallKey(hex: key.hexString.uppercased()) == key)
     }
 }
+
+@Suite("wrapped key fuzzing")
+struct WrappedKeyFuzzTests {
+    @Test("random and mutated wrapped strings never crash unwrap and fail with KeyMaterialError")
+    func fuzzUnwrap() throws {
+        var rng = SeededGenerator(seed: 0x77A9)
+        let rsa = try DeviceIdentity.generate(.rsa)
+        let p256 = try DeviceIdentity.generate(.p256)
+        let key = CallKey.random()
+        let valid = [try KeyWrapping.wrap(key, for: rsa.publicKey), try KeyWrapping.wrap(key, for: p256.publicKey)]
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=:!\n ")
+        var opened = 0
+        for iteration in 0..<1_500 {
+            var text = Array(valid[iteration % 2])
+            switch iteration % 3 {
+            case 0:
+                text = (0..<Int.random(in: 0...400, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }
+            case 1:
+                for _ in 0...Int.random(in: 0...3, using: &rng) {
+                    text[Int.random(in: 0..<text.count, using: &rng)] = alphabet.randomElement(using: &rng)!
+                }
+            default:
+                text = Array(text.prefix(Int.random(in: 0...text.count, using: &rng)))
+            }
+            for identity in [rsa, p256] {
+                do {
+                    if try KeyWrapping.unwrap(String(text), with: identity) == key { opened += 1 }
+                } catch {
+                    // Typed throws: every failure is a KeyMaterialError with a description.
+                    #expect(!error.description.isEmpty)
+                }
+            }
+        }
+        // Only unchanged strings (a mutation that rewrote a character to itself) may still open.
+        #expect(opened < 100)
+    }
+}
