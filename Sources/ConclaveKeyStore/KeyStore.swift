@@ -117,7 +117,7 @@ enum FileFormat {
 
     static func encode<Record: FileFormatRecord>(_ record: Record) throws(KeyStoreError) -> Data {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         do {
             var data = try encoder.encode(Envelope(format: Record.formatName, version: version, record: record))

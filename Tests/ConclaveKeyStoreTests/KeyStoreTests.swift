@@ -130,11 +130,11 @@ struct DeviceIdentityStoreTests {
 
         // A valid file whose public key was edited no longer matches its private key.
         try store.createDeviceIdentity(type: .p256, replacing: true)
-        var text = try String(contentsOf: store.deviceKeyFile, encoding: .utf8)
-        let other = try DeviceIdentity.generate(.p256).publicKeyString
-        let current = try store.loadDeviceIdentity().publicKeyString
-        text = text.replacingOccurrences(of: current, with: other)
-        try write(text)
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: store.deviceKeyFile)) as? [String: Any])
+        var record = try #require(json["record"] as? [String: Any])
+        record["publicKey"] = try DeviceIdentity.generate(.p256).publicKeyString
+        json["record"] = record
+        try SecureFiles.writePrivateFileAtomically(try JSONSerialization.data(withJSONObject: json), to: store.deviceKeyFile)
         #expect(throws: KeyStoreError.corrupt(path: path, detail: "publicKey does not belong to privateKey")) {
             try store.loadDeviceIdentity()
         }
