@@ -49,7 +49,8 @@ public enum ECallFrameFormat {
             appendSealed(frame[regionStart..<slice.end], key: key, to: &output)
             let sealedEnd = output.count
             output.append(contentsOf: frame[slice.end...])
-            if !emulatesStartCode(output, from: slice.headerIndex + 1, to: sealedEnd) { break }
+            let followed = sealedEnd < output.count
+            if !emulatesStartCode(output, from: slice.headerIndex + 1, to: sealedEnd, followedByUnit: followed) { break }
         }
         return output
     }
@@ -58,10 +59,11 @@ public enum ECallFrameFormat {
     /// each try fails with probability about length / 2^24).
     static let maxNonceDraws = 16
 
-    /// Whether `bytes[from..<to]` contains `00 00 01` or ends in `00`.
-    static func emulatesStartCode(_ bytes: [UInt8], from: Int, to: Int) -> Bool {
+    /// Whether `bytes[from..<to]` contains `00 00 01`, or ends in `00` while another unit follows
+    /// (the scanner would take that zero as the first byte of the next 4-byte start code).
+    static func emulatesStartCode(_ bytes: [UInt8], from: Int, to: Int, followedByUnit: Bool) -> Bool {
         guard to > from else { return false }
-        if bytes[to - 1] == 0 { return true }
+        if followedByUnit && bytes[to - 1] == 0 { return true }
         return bytes.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return false }
             var search = from + 2

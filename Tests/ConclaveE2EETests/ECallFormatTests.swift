@@ -125,7 +125,16 @@ struct ECallFormatTests {
             let plain = pFrame(&rng, size: 4_000)
             let sealed = try encryptor.encrypt(frame(.h264, plain))
             #expect(H264FrameParser.annexBUnits(in: sealed.data).count == 1)
-            #expect(!ECallFrameFormat.emulatesStartCode(sealed.data, from: 5, to: sealed.data.count))
+            #expect(!ECallFrameFormat.emulatesStartCode(sealed.data, from: 5, to: sealed.data.count, followedByUnit: false))
+        }
+        // With a unit after the slice, a sealed region ending in zero (1 in 256) would lose that byte
+        // to the next start code; the sealer redraws the nonce, so every frame still parses and opens.
+        let decryptor = call.makeDecryptor(codec: .h264, senderID: 2)
+        for _ in 0..<600 {
+            let plain = pFrame(&rng, size: 50) + nalUnit(header: 0x06, size: 8, using: &rng)
+            let sealed = try encryptor.encrypt(frame(.h264, plain))
+            #expect(H264FrameParser.annexBUnits(in: sealed.data).map(\.type) == [1, 6])
+            #expect(try decryptor.decrypt(sealed).data == plain)
         }
     }
 }
