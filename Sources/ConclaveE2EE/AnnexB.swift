@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One NAL unit located inside an encoded H264 frame.
+public struct NALUnitRange: Sendable, Hashable {
+    /// Offset of the first byte of the framing before the unit (start code or AVCC length).
+    public var framingStart: Int
+    /// Offset of the NAL header byte.
+    public var headerIndex: Int
+    /// One past the last byte of the unit.
+    public var end: Int
+    /// `nal_unit_type`, the low five bits of the header byte.
+    public var type: UInt8
+
+    /// Slices of a coded picture: non-IDR (1) and IDR (5), the only types ECall encrypts.
+    public var isECallSlice: Bool { type == 1 || type == 5 }
+}
+
+/// Locates NAL units in an H264 frame exactly as ECall iOS's `H264NALUParser` does.
+///
+/// Annex-B when the buffer starts with `00 00 00 01` or `00 00 01`; otherwise AVCC (4-byte big-endian
+/// lengths), stopping at the first length that runs past the end. In Annex-B the scan resumes one
+/// byte after each NAL header, prefers a 4-byte start code over a 3-byte one, and ends a unit at the
+/// first byte of the next start code. Matching this matters: an `ecall` receiver must cut the frame
+/// where the iOS sender cut it, or the GCM region shifts and authentication fails.
+public enum H264FrameParser {
+    /// Whether `data` begins with an Annex-B start code.
+    public static func isAnnexB(_ data: [UInt8]) -> Bool {
+        data.count >= 3 && data[0] == 0 && data[1] == 0
+            && (data[2] == 1 || (data.count >= 4 && data[2] == 0 && data[3] == 1))
+    }
+
+    /// All NAL units of `data`, in order; empty for bytes that are neither Annex-B nor AVCC.
+    public static func nalUnits(in data: [UInt8]) -> [NALUnitRange] {
+        isAnnexB(data) ? annexBUnits(in: data) : avccUnits(in: data)
+    }
+
+    /// Annex-B units. Uses `memchr` to find each candidate `01` byte, which finds the same start
+    /// codes as a byte-by-byte scan but runs at memory speed on large frames.
+    public static func annexBUnits(in data: [UInt8]) -> [NALUnitRange] {
+        var units: [NALUnitRange] = []
+        data.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let count = buffer.count
+            var lowerBound = 0  // the first byte a start code may begin at
+            var open: (framingStart: Int, header: Int)?
+            var searchFrom = 0
+            while searchFrom < count {
+                guard let hit = memchr(base + searchFrom, 1, count - searchFrom) else { break }
+                let one = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                searchFrom = one + 1
+                // A start code is 00 00 01 ending at `one`, beginning no earlier than `lowerBound`.
+                guard one - 2 >= lowerBound, buffer[one - 1] == 0, buffer[one - 2] == 0 else { continue }
+                var start = one - 2
+                if start - 1 >= lowerBound, buffer[start - 1] == 0 { start -= 1 }
+                if let current = open {
+                    units.append(unit(current.framingStart, current.header, start, buffer))
+                }
+                let header = one + 1
+                guard header < count else {
+                    open = nil
+                    break
+                }
+                open = (start, header)
+                lowerBound = header + 1
+                searchFrom = max(searchFrom, lowerBound + 2)
+            }
+            if let current = open {
+                units.append(unit(current.framingStart, current.header, count, buffer))
+            }
+        }
+        return units
+    }
+
+    private static func unit(_ framing: Int, _ header: Int, _ end: Int, _ buffer: UnsafeBufferPointer<UInt8>)
+        -> NALUnitRange
+    {
+        NALUnitRange(framingStart: framing, headerIndex: header, end: end, type: buffer[header] & 0x1F)
+    }
+
+    /// AVCC units: 4-byte big-endian length, then the unit.
+    public static func avccUnits(in data: [UInt8]) -> [NALUnitRange] {
+        var units: [NALUnitRange] = []
+        var offset = 0
+        while offset + 4 <= data.count {
+            let length =
+                Int(data[offset]) << 24 | Int(data[offset + 1]) << 16 | Int(data[offset + 2]) << 8
+                | Int(data[offset + 3])
+            let header = offset + 4
+            guard length > 0, length <= data.count - header else { break }
+            units.append(
+                NALUnitRange(framingStart: offset, headerIndex: header, end: header + length, type: data[header] & 0x1F)
+            )
+            offset = header + length
+        }
+        return units
+    }
+}
+
+/// H264 emulation prevention: keeps encrypted bytes from looking like a start code on the wire.
+///
+/// After any `00 00`, a byte of 0–3 gets a `03` inserted before it. The decrypting side removes every
+/// `03` that follows `00 00`.
+enum EmulationPrevention {
+    /// Appends `input` with a `03` inserted wherever `00 00` is followed by a byte of 0–3.
+    ///
+    /// Zero bytes are rare in ciphertext, so the scan jumps from zero to zero with `memchr` and copies
+    /// the runs between them in bulk.
+    static func escape(_ input: [UInt8], into output: inout [UInt8]) {
+        output.reserveCapacity(output.count + input.count + input.count / 64 + 4)
+        input.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let count = buffer.count
+            var runStart = 0
+            var position = 0
+            while position < count, let hit = memchr(base + position, 0, count - position) {
+                let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] <= 3 {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
+                    output.append(3)
+                    runStart = zero + 2
+                    position = zero + 2
+                } else {
+                    position = zero + 1
+                }
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
+        }
+    }
+
+    /// Removes every `03` that follows `00 00`.
+    static func unescape(_ input: ArraySlice<UInt8>) -> [UInt8] {
+        var output = [UInt8]()
+        output.reserveCapacity(input.count)
+        input.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let count = buffer.count
+            var runStart = 0
+            var position = 0
+            while position < count, let hit = memchr(base + position, 0, count - position) {
+                let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] == 3 {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
+                    runStart = zero + 3
+                    position = zero + 3
+                } else {
+                    position = zero + 1
+                }
+            }
+            if runStart < count {
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
+            }
+        }
+        return output
+    }
+}

@@ -1,0 +1,218 @@
+import ConclaveCore
+import Crypto
+import Logging
+import Synchronization
+
+/// The media encryption format of a call.
+public enum FrameCryptoFormat: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// Bit-exact with ECall iOS (`ECallFrameFormat`).
+    case ecall
+    /// RFC 9605 SFrame per codec (`SFrameFrameFormat`), for peers that support it.
+    case sframe
+
+    public var description: String { rawValue }
+}
+
+/// The frame encryption state of one call: its key ring, format, SFrame counter, failure counters
+/// and "key needed" rate limit. Encryptor and decryptor stages for each stream come from here.
+///
+/// Thread-safe: stages run on media threads while signalling installs keys.
+public final class CallFrameCrypto: Sendable {
+    public let callID: UInt64
+    public let format: FrameCryptoFormat
+    public let keyRing: CallKeyRing
+    private let logger: Logger
+    private let onKeyNeeded: (@Sendable (KeyNeededEvent) -> Void)?
+    /// The next SFrame counter of this device, shared by all its encryptors so that two streams
+    /// (audio and video) never use the same counter under the same key id.
+    private let sframeCounter = Atomic<UInt64>(0)
+    private let warnedVP8 = Atomic<Bool>(false)
+    private let failures = Mutex(DecryptFailureCounts())
+    private let limiter: Mutex<KeyRequestLimiter>
+
+    /// - Parameters:
+    ///   - onKeyNeeded: called (on the media thread, so keep it short) when a frame fails and the
+    ///     ECall rate limits allow asking for the key again.
+    public init(
+        callID: UInt64,
+        format: FrameCryptoFormat,
+        keyRing: CallKeyRing = CallKeyRing(),
+        keyRequestPolicy: KeyRequestPolicy = .ecall,
+        logger: Logger,
+        onKeyNeeded: (@Sendable (KeyNeededEvent) -> Void)? = nil
+    ) {
+        self.callID = callID
+        self.format = format
+        self.keyRing = keyRing
+        self.logger = logger
+        self.onKeyNeeded = onKeyNeeded
+        limiter = Mutex(KeyRequestLimiter(policy: keyRequestPolicy))
+    }
+
+    /// An encryptor for this device's stream of `codec`. `senderID` goes into `sframe` key ids.
+    public func makeEncryptor(codec: MediaCodec, senderID: UInt64) -> FrameEncryptor {
+        FrameEncryptor(call: self, codec: codec, senderID: senderID)
+    }
+
+    /// A decryptor for a remote stream; failures are counted under `senderID`.
+    public func makeDecryptor(codec: MediaCodec, senderID: UInt64) -> FrameDecryptor {
+        FrameDecryptor(call: self, codec: codec, senderID: senderID)
+    }
+
+    /// Failures so far.
+    public var failureCounts: DecryptFailureCounts { failures.withLock { $0 } }
+
+    /// Signalling got an answer to a key request: allow the next one.
+    public func keyRequestCompleted() { limiter.withLock { $0.requestCompleted() } }
+
+    // MARK: Internals used by the stages
+
+    func nextSFrameCounter() throws(FrameEncryptionError) -> UInt64 {
+        let value = sframeCounter.add(1, ordering: .relaxed).oldValue
+        guard value < UInt64.max - 1 else { throw .counterExhausted }
+        return value
+    }
+
+    func warnVP8InClearOnce(direction: String) {
+        guard !warnedVP8.exchange(true, ordering: .relaxed) else { return }
+        logger.warning(
+            "VP8 is not end-to-end encrypted in the ecall format (ECall iOS does not encrypt it); frames pass in clear",
+            metadata: ["call": "\(callID)", "direction": "\(direction)"]
+        )
+    }
+
+    func recordFailure(_ error: FrameDecryptionError, senderID: UInt64) {
+        failures.withLock { $0.record(senderID: senderID, reason: error.reason) }
+        logger.debug(
+            "frame dropped",
+            metadata: ["call": "\(callID)", "sender": "\(senderID)", "error": "\(error.description)"]
+        )
+        guard let onKeyNeeded else { return }
+        let event = KeyNeededEvent(callID: callID, senderID: senderID, codec: error.codec, reason: error.reason)
+        let now = keyRing.timeSource.now()
+        if limiter.withLock({ $0.shouldRequest(reason: event.ecallReason, at: now) }) {
+            onKeyNeeded(event)
+        }
+    }
+}
+
+/// Encrypts this device's frames of one codec, between encoder and packetizer.
+public final class FrameEncryptor: Sendable {
+    public let codec: MediaCodec
+    public let senderID: UInt64
+    private let call: CallFrameCrypto
+    /// The derived SFrame material for the current key, reused until the key changes.
+    private let sframeCache = Mutex<(entry: KeyRingEntry, material: SFrameKeyMaterial)?>(nil)
+
+    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
+        self.call = call
+        self.codec = codec
+        self.senderID = senderID
+    }
+
+    /// The frame to send, encrypted with the call's current key.
+    ///
+    /// Throws instead of ever returning plaintext of an encrypted codec: with no key (ECall would send
+    /// H264 slices in clear) or a frame the format cannot carry, the frame must not be sent.
+    public func encrypt(_ frame: EncodedFrame) throws(FrameEncryptionError) -> EncodedFrame {
+        if call.format == .ecall && frame.codec == .vp8 {
+            call.warnVP8InClearOnce(direction: "send")
+            return frame
+        }
+        guard let entry = call.keyRing.current() else { throw .noKey(codec: frame.codec) }
+        var output = frame
+        switch call.format {
+        case .ecall:
+            let key = entry.key.symmetricKey
+            output.data =
+                frame.codec == .h264
+                ? try ECallFrameFormat.sealH264(frame.data, key: key)
+                : ECallFrameFormat.sealAudio(frame.data, key: key)
+        case .sframe:
+            let material = sframeMaterial(for: entry)
+            output.data = try SFrameFrameFormat.seal(frame.data, codec: frame.codec, material: material) {
+                () throws(FrameEncryptionError) -> UInt64 in try call.nextSFrameCounter()
+            }
+        }
+        return output
+    }
+
+    private func sframeMaterial(for entry: KeyRingEntry) -> SFrameKeyMaterial {
+        if let cached = sframeCache.withLock({ $0 }), cached.entry == entry { return cached.material }
+        let keyID = SFrameKeyID(senderID: senderID, epoch: UInt8(truncatingIfNeeded: entry.epoch))
+        let material = SFrameKeyMaterial(callKey: entry.key, keyID: keyID.rawValue)
+        sframeCache.withLock { $0 = (entry, material) }
+        return material
+    }
+}
+
+/// Decrypts one remote stream, between depacketizer and consumer (decoder or recorder).
+public final class FrameDecryptor: Sendable {
+    public let codec: MediaCodec
+    public let senderID: UInt64
+    private let call: CallFrameCrypto
+    /// Derived SFrame material by key id; small, because a stream uses one key id per epoch.
+    private let sframeCache = Mutex<[UInt64: (entry: KeyRingEntry, material: SFrameKeyMaterial)]>([:])
+
+    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
+        self.call = call
+        self.codec = codec
+        self.senderID = senderID
+    }
+
+    /// The decrypted frame. A frame that does not decrypt is counted, may trigger the "key needed"
+    /// callback, and is thrown as an error: the caller drops it and never hands it on as media.
+    public func decrypt(_ frame: EncodedFrame) throws(FrameDecryptionError) -> EncodedFrame {
+        do {
+            return try open(frame)
+        } catch {
+            call.recordFailure(error, senderID: senderID)
+            throw error
+        }
+    }
+
+    private func open(_ frame: EncodedFrame) throws(FrameDecryptionError) -> EncodedFrame {
+        var output = frame
+        switch call.format {
+        case .ecall:
+            if frame.codec == .vp8 {
+                call.warnVP8InClearOnce(direction: "receive")
+                return frame
+            }
+            let keys = call.keyRing.candidates(for: frame.codec.kind).map(\.key.symmetricKey)
+            output.data =
+                frame.codec == .h264
+                ? try ECallFrameFormat.openH264(frame.data, keys: keys)
+                : try ECallFrameFormat.openAudio(frame.data, keys: keys)
+        case .sframe:
+            output.data = try SFrameFrameFormat.open(frame.data, codec: frame.codec) {
+                (rawKeyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial in
+                try material(forKeyID: rawKeyID, codec: frame.codec)
+            }
+        }
+        return output
+    }
+
+    private func material(forKeyID rawKeyID: UInt64, codec: MediaCodec) throws(FrameDecryptionError)
+        -> SFrameKeyMaterial
+    {
+        let keyID = SFrameKeyID(rawValue: rawKeyID)
+        guard let entry = call.keyRing.entry(epochByte: keyID.epoch, for: codec.kind) else {
+            if call.keyRing.current() == nil {
+                throw FrameDecryptionError(.noKey, codec: codec, "no call key installed")
+            }
+            throw FrameDecryptionError(
+                .unknownKeyID,
+                codec: codec,
+                "key id \(rawKeyID) (\(keyID)) is not in the key ring"
+            )
+        }
+        if let cached = sframeCache.withLock({ $0[rawKeyID] }), cached.entry == entry { return cached.material }
+        let material = SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID)
+        sframeCache.withLock { cache in
+            if cache.count >= 16 { cache.removeAll() }
+            cache[rawKeyID] = (entry, material)
+        }
+        return material
+    }
+}

@@ -1,0 +1,185 @@
+import ArgumentParser
+import ConclaveE2EE
+import ConclaveKeyStore
+import Foundation
+
+/// `conclave keys`: this device's key pair, and wrapping call keys by hand.
+struct KeysCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "Manage this device's key pair and wrap or unwrap call keys.",
+        subcommands: [Init.self, Show.self, Export.self, Wrap.self, Unwrap.self, Calls.self]
+    )
+
+    /// `keys init`: create the device key pair.
+    struct Init: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create this device's key pair.")
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: "Key type: rsa (RSA-2048, the default) or p256.")
+        var type: DeviceKeyType = .rsa
+
+        @Flag(help: "Replace an existing key pair. Peers must learn the new public key.")
+        var force = false
+
+        func run() throws {
+            let store = try KeyStoreAccess.store(global)
+            try KeyStoreAccess.run {
+                let identity = try store.createDeviceIdentity(type: type, replacing: force)
+                global.makeLogger().info("created device key", metadata: ["type": "\(type)"])
+                print("Created \(identity.type) device key in \(store.deviceKeyFile.path)")
+                printSummary(identity)
+            }
+        }
+    }
+
+    /// `keys show`: the public key and fingerprint.
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show this device's public key string and fingerprint."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Flag(help: "Print only the public key string, on one line, as ECall publishes it.")
+        var `public` = false
+
+        func run() throws {
+            let identity = try KeyStoreAccess.identity(global)
+            if `public` {
+                print(identity.publicKeyString)
+            } else {
+                printSummary(identity)
+            }
+        }
+    }
+
+    /// `keys export`: the device key pair for backup.
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print this device's key pair, private key included, as JSON for backup.",
+            discussion: "The private key is written to standard output only. Keep the output secret."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let identity = try KeyStoreAccess.identity(global)
+            let export: [String: String] = [
+                "type": identity.type.rawValue,
+                "publicKey": identity.publicKeyString,
+                "publicKeyHash": identity.publicKey.publicKeyHash,
+                "privateKey": Data(identity.privateKeyBytes).base64EncodedString(),
+                "privateKeyEncoding": identity.type == .rsa ? "PKCS#1 DER, base64" : "P-256 scalar (32 bytes), base64",
+            ]
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let data = try encoder.encode(export)
+            print(String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// `keys wrap`: wrap a call key for a recipient's public key.
+    struct Wrap: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Wrap a call key for a recipient and print the wrapped string on one line."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(name: .customLong("for"), help: "The recipient's public key string, as ECall publishes it.")
+        var recipient: String
+
+        @Option(help: "The call key: 64 hexadecimal characters.")
+        var key: String
+
+        func run() throws {
+            try KeyStoreAccess.run {
+                let callKey = try CallKey(hex: key)
+                let publicKey = try DevicePublicKey(publicKeyString: recipient)
+                print(try KeyWrapping.wrap(callKey, for: publicKey))
+            }
+        }
+    }
+
+    /// `keys unwrap`: unwrap a call key sent to this device.
+    struct Unwrap: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unwrap a call key sent to this device and print it as 64 lowercase hex characters."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The wrapped key string (ECall's encryptedAESKey).")
+        var wrapped: String
+
+        func run() throws {
+            let identity = try KeyStoreAccess.identity(global)
+            try KeyStoreAccess.run {
+                print(try KeyWrapping.unwrap(wrapped, with: identity).hexString)
+            }
+        }
+    }
+
+    /// `keys calls`: the calls with stored keys.
+    struct Calls: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the calls whose keys are stored (ids and rejoin details, never keys)."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let store = try KeyStoreAccess.store(global)
+            try KeyStoreAccess.run {
+                for callID in try store.calls.callIDs() {
+                    guard let record = try store.calls.record(for: callID) else { continue }
+                    var fields = ["\(callID)", "keys=\(record.history.count)"]
+                    if let room = record.room { fields.append("room=\(room)") }
+                    if let format = record.cryptoFormat { fields.append("format=\(format)") }
+                    if let url = record.janusURL { fields.append("janus=\(url)") }
+                    print(fields.joined(separator: " "))
+                }
+            }
+        }
+    }
+}
+
+/// Prints the public key string and its fingerprint.
+private func printSummary(_ identity: DeviceIdentity) {
+    print("Type:        \(identity.type)")
+    print("Public key:  \(identity.publicKeyString)")
+    print("Fingerprint: \(identity.publicKey.fingerprint)")
+}
+
+extension DeviceKeyType: ExpressibleByArgument {}
+
+/// Opens the key store and turns its errors into one clear line on standard error.
+enum KeyStoreAccess {
+    static func store(_ global: GlobalOptions) throws -> KeyStore {
+        try run { KeyStore(dataDirectory: try DataDirectory.resolve(override: global.dataDirectory)) }
+    }
+
+    static func identity(_ global: GlobalOptions) throws -> DeviceIdentity {
+        let store = try store(global)
+        return try run { try store.loadDeviceIdentity() }
+    }
+
+    /// Runs `body`, reporting a key store or key material error as `conclave: <message>` and exit 1.
+    static func run<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as KeyStoreError {
+            throw KeysCommandError(message: error.description)
+        } catch let error as KeyMaterialError {
+            throw KeysCommandError(message: error.description)
+        }
+    }
+}
+
+/// An error shown as its message alone.
+struct KeysCommandError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
