@@ -1,0 +1,158 @@
+import ConclaveCore
+import ConclaveE2EE
+import ConclaveMedia
+import Logging
+import Synchronization
+
+/// Counters of one sent stream.
+public struct SendStatistics: Sendable, Hashable {
+    /// Frames handed to the publisher.
+    public var frames = 0
+    /// Bytes of those frames (after encryption).
+    public var bytes = 0
+    /// Keyframes produced on request.
+    public var keyframeRequests = 0
+    /// Frames not sent because encryption failed (no key, say).
+    public var encryptionFailures = 0
+}
+
+/// Sends one stream: frames from a source, paced on the media clock, through the end-to-end
+/// encryptor (when the call is encrypted) to the publisher.
+///
+/// Encoders are single-threaded, so keyframe and bitrate requests from the transport (PLI, FIR,
+/// REMB arrive on other threads) are recorded in atomics and applied by the sending loop before it
+/// asks the source for the next frame.
+public final class MediaSender: @unchecked Sendable {
+    // @unchecked: `source` is only touched by `run`, which runs once; other state is atomic or locked.
+    private let source: any EncodedFrameSource
+    private let encryptor: FrameEncryptor?
+    private let publisher: Publisher
+    private let logger: Logger
+    private let keyframeRequested = Atomic<Bool>(false)
+    private let requestedBitrate = Atomic<Int>(0)
+    private let statistics = Mutex(SendStatistics())
+
+    /// The codec sent.
+    public var codec: MediaCodec { source.codec }
+
+    /// Creates a sender; `encryptor` nil sends frames as they are (calls without end-to-end encryption).
+    public init(source: any EncodedFrameSource, encryptor: FrameEncryptor?, publisher: Publisher, logger: Logger) {
+        self.source = source
+        self.encryptor = encryptor
+        self.publisher = publisher
+        self.logger = logger
+    }
+
+    /// Asks the source for a keyframe before its next frame (thread-safe).
+    public func requestKeyframe() { keyframeRequested.store(true, ordering: .relaxed) }
+
+    /// Asks the source to change its bitrate (thread-safe; pass-through sources ignore it).
+    public func setBitrate(_ bitsPerSecond: Int) { requestedBitrate.store(bitsPerSecond, ordering: .relaxed) }
+
+    /// The counters so far.
+    public var sent: SendStatistics { statistics.withLock { $0 } }
+
+    /// Sends until the source ends or the task is cancelled.
+    public func run(pacer: MediaPacer) async throws {
+        var pacer = pacer
+        while !Task.isCancelled {
+            applyRequests()
+            guard let timed = try source.nextFrame() else { return }
+            try await pacer.wait(until: timed.mediaTime)
+            send(timed.frame)
+        }
+    }
+
+    private func applyRequests() {
+        if keyframeRequested.exchange(false, ordering: .relaxed) {
+            source.requestKeyframe()
+            statistics.withLock { $0.keyframeRequests += 1 }
+        }
+        let bitrate = requestedBitrate.exchange(0, ordering: .relaxed)
+        if bitrate > 0 {
+            do {
+                try source.setBitrate(bitrate)
+            } catch {
+                logger.debug("bitrate change refused", metadata: ["bitrate": "\(bitrate)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private func send(_ frame: EncodedFrame) {
+        var outgoing = frame
+        if let encryptor {
+            do {
+                outgoing = try encryptor.encrypt(frame)
+            } catch {
+                statistics.withLock { $0.encryptionFailures += 1 }
+                logger.debug("frame not sent: encryption failed", metadata: ["codec": "\(frame.codec)", "error": "\(error)"])
+                return
+            }
+        }
+        publisher.send(outgoing)
+        statistics.withLock {
+            $0.frames += 1
+            $0.bytes += outgoing.data.count
+        }
+    }
+}
+
+/// What the receive pipeline delivers.
+public enum ReceivedMedia: Sendable {
+    /// A frame in the clear (decrypted, or from a call without end-to-end encryption).
+    case frame(SubscribedFrame)
+    /// A frame that did not decrypt; it is dropped, and reported with the reason.
+    case undecryptable(feedID: UInt64, mid: String, codec: MediaCodec, reason: DecryptFailureReason)
+}
+
+/// Receives every subscribed stream and decrypts it: one decryptor per stream, so failures are
+/// counted per sender. Frames that do not decrypt never leave this stage as media.
+public final class MediaReceiver: Sendable {
+    /// Decrypted frames and decryption failures, in arrival order.
+    public let media: AsyncStream<ReceivedMedia>
+    private let continuation: AsyncStream<ReceivedMedia>.Continuation
+    private let task: Mutex<Task<Void, Never>?>
+
+    /// Starts decrypting `subscriber`'s frames with `crypto` (nil: the call is not encrypted).
+    public init(subscriber: Subscriber, crypto: CallFrameCrypto?) {
+        (media, continuation) = AsyncStream.makeStream(of: ReceivedMedia.self, bufferingPolicy: .unbounded)
+        let continuation = self.continuation
+        task = Mutex(
+            Task {
+                var decryptors: [String: FrameDecryptor] = [:]
+                for await received in subscriber.frames {
+                    guard let crypto else {
+                        continuation.yield(.frame(received))
+                        continue
+                    }
+                    let key = "\(received.feedID)/\(received.mid)/\(received.frame.codec)"
+                    let decryptor =
+                        decryptors[key]
+                        ?? crypto.makeDecryptor(codec: received.frame.codec, senderID: received.feedID)
+                    decryptors[key] = decryptor
+                    do throws(FrameDecryptionError) {
+                        var clear = received
+                        clear.frame = try decryptor.decrypt(received.frame)
+                        continuation.yield(.frame(clear))
+                    } catch {
+                        continuation.yield(
+                            .undecryptable(
+                                feedID: received.feedID,
+                                mid: received.mid,
+                                codec: received.frame.codec,
+                                reason: error.reason
+                            )
+                        )
+                    }
+                }
+                continuation.finish()
+            }
+        )
+    }
+
+    /// Stops decrypting.
+    public func stop() {
+        task.withLock { $0?.cancel() }
+        continuation.finish()
+    }
+}
