@@ -84,6 +84,14 @@ let package = Package(
             dependencies: ["ConclaveE2EE", .product(name: "Logging", package: "swift-log")]
         ),
 
+        .target(
+            name: "ConclaveRecorder",
+            dependencies: [
+                "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveE2EE",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // MARK: Composition
         .target(
             name: "ConclaveMedia",
@@ -93,7 +101,7 @@ let package = Package(
             name: "Conclave",
             dependencies: [
                 "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
-                "ConclaveKeyStore", "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveMedia",
+                "ConclaveKeyStore", "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveMedia", "ConclaveRecorder",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -102,7 +110,7 @@ let package = Package(
             name: "conclave",
             dependencies: [
                 "Conclave", "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveE2EE", "ConclaveKeyStore",
-                "ConclaveMedia",
+                "ConclaveMedia", "ConclaveRecorder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -130,6 +138,17 @@ let package = Package(
             path: "bench/janus-signaling/Sources"
         ),
 
+        .executableTarget(
+            name: "bench-transport",
+            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "JanusClient", "JanusTestBed"],
+            path: "bench/transport/Sources"
+        ),
+        .executableTarget(
+            name: "bench-recorder",
+            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed"],
+            path: "bench/recorder/Sources"
+        ),
+
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
@@ -149,7 +168,20 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveTests", dependencies: ["Conclave", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "ConclaveTests",
+            dependencies: [
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "JanusClient", "JanusProtocol",
+                "ConclaveTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "ConclaveRecorderTests",
+            dependencies: [
+                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV",
+                "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+            ]
+        ),
     ]
 )
 

@@ -1,0 +1,17 @@
+import ConclaveCore
+
+/// Something that consumes what a call receives: the recorder, a status view, a test.
+///
+/// The call (or `conclave record`) is the single reader of the subscriber's streams and fans
+/// everything out to its observers, in order, from one task. Implementations must return quickly
+/// (hand heavy work to a queue of their own) and must be thread-safe.
+public protocol CallMediaObserver: Sendable {
+    /// A publisher's feed appeared (or reappeared after a rejoin with a new feed id).
+    func participantJoined(feedID: UInt64, display: String?)
+    /// A publisher's feed is gone (unpublished or left).
+    func participantLeft(feedID: UInt64)
+    /// A decrypted frame, or a frame that did not decrypt.
+    func received(_ media: ReceivedMedia)
+    /// A sender report of a subscribed stream (the NTP/RTP mapping for synchronization).
+    func senderReport(_ report: SubscribedSenderReport)
+}
