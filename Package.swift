@@ -145,7 +145,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "bench-recorder",
-            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed"],
+            dependencies: [
+                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed",
+            ],
             path: "bench/recorder/Sources"
         ),
 
