@@ -154,14 +154,17 @@ let package = Package(
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
-        .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol"]),
+        .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP"]),
         .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP"]),
         .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
-        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE"]),
-        .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE"]),
+        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "ConclaveDTLSTests",
+            dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport"]
+        ),
         .testTarget(
             name: "ConclaveMediaTests",
             dependencies: [
