@@ -176,8 +176,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveTests",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "JanusClient", "JanusProtocol",
-                "ConclaveTestSupport",
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus",
+                "JanusClient", "JanusProtocol", "ConclaveTestSupport",
             ]
         ),
         .testTarget(
