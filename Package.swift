@@ -176,8 +176,9 @@ let package = Package(
         .testTarget(
             name: "ConclaveTests",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus",
-                "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX",
+                "ConclaveOpus",
+                "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport",
             ]
         ),
         .testTarget(
