@@ -140,7 +140,9 @@ let package = Package(
 
         .executableTarget(
             name: "bench-transport",
-            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "JanusClient", "JanusTestBed"],
+            dependencies: [
+                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol", "JanusTestBed",
+            ],
             path: "bench/transport/Sources"
         ),
         .executableTarget(
