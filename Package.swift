@@ -141,7 +141,8 @@ let package = Package(
         .executableTarget(
             name: "bench-transport",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol", "JanusTestBed",
+                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol",
+                "JanusTestBed",
             ],
             path: "bench/transport/Sources"
         ),
@@ -158,8 +159,8 @@ let package = Package(
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP"]),
-        .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP"]),
+        .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP", "ConclaveCore", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP", "ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
         .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE", "ConclaveTestSupport"]),

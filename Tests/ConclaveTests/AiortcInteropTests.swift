@@ -44,19 +44,11 @@ import Testing
         defer { peer.stop() }
         let feed = try #require(Self.line(from: peer, with: "feed")["feed"] as? NSNumber).uint64Value
 
-        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
-        let observer = CollectingObserver()
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(
-                room: room,
-                ownFeedID: listener.joined.id,
-                crypto: nil,
-                transport: .init(localAddresses: [bed.hostAddress])
-            ),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
+        let (listener, subscription, observer) = try await followRoom(
+            room,
+            on: connection,
+            transport: .init(localAddresses: [bed.hostAddress]),
+            crypto: nil,
             logger: logger
         )
         try await observer.wait(for: .seconds(15)) { ($0.frames[feed]?[.vp8]?.count ?? 0) >= 60 }

@@ -71,14 +71,11 @@ final class RecordingSource: EncodedFrameSource {
         )
         let sender = MediaSender(source: source, encryptor: nil, publisher: publisher, logger: logger)
         let keyframes = Task { for await _ in publisher.keyframeRequests { sender.requestKeyframe() } }
-        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
-        let observer = CollectingObserver()
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: nil, transport: transport),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
+        let (listener, subscription, observer) = try await followRoom(
+            room,
+            on: connection,
+            transport: transport,
+            crypto: nil,
             logger: logger
         )
         try await observer.wait { $0.joined.count == 1 }
