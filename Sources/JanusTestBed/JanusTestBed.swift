@@ -407,3 +407,30 @@ public struct TestBedError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
+
+/// Starts a program with default signal dispositions and nothing blocked, whatever the calling
+/// thread's state (Swift's runtime threads block signals, and `Process` passes that on), so the
+/// child reacts to Ctrl-C and SIGTERM as a program started from a shell would. Returns its pid.
+public func spawnWithCleanSignals(_ arguments: [String], environment: [String: String]) throws -> pid_t {
+    guard let program = arguments.first else { throw TestBedError("no command to run") }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let status = posix_spawnp(&pid, program, nil, &attributes, argv, envp)
+    guard status == 0 else { throw TestBedError("cannot run \(program): \(String(cString: strerror(status)))") }
+    return pid
+}

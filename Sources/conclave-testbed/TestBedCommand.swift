@@ -57,25 +57,27 @@ extension TestBedCommand {
 
         func run() throws {
             let arguments = command.first == "--" ? Array(command.dropFirst()) : command
-            guard let executable = arguments.first else { throw ValidationError("no command given after --") }
+            guard !arguments.isEmpty else { throw ValidationError("no command given after --") }
             let bed = try options.start()
             defer { bed.stop() }
             FileHandle.standardError.write(
                 Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8)
             )
 
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [executable] + arguments.dropFirst()
-            process.environment = ProcessInfo.processInfo.environment.merging([
+            let environment = ProcessInfo.processInfo.environment.merging([
                 "CONCLAVE_JANUS_URL": bed.webSocketURL,
                 "CONCLAVE_ICE_ADDRESS": bed.hostAddress,
                 "CONCLAVE_TESTBED_NAMESPACE": bed.namespace,
             ]) { $1 }
-            signal(SIGINT, SIG_IGN)  // the child handles Ctrl-C; we tear down after it exits
-            try process.run()
-            process.waitUntilExit()
-            if process.terminationStatus != 0 { throw ExitCode(process.terminationStatus) }
+            let pid = try spawnWithCleanSignals(arguments, environment: environment)
+            // Ctrl-C goes to the whole foreground group: the command handles it, and we tear the
+            // test bed down once it has exited.
+            signal(SIGINT, SIG_IGN)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let exited = (status & 0x7F) == 0
+            let code = exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            if code != 0 { throw ExitCode(code) }
         }
     }
 

@@ -183,7 +183,7 @@ for feeds in feedCounts {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
-            "ffmpeg", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy", "-ssrc",
+            "ffmpeg", "-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy", "-ssrc",
             "1000",
             "-payload_type", "111", "-f", "rtp", target, "-map", "0:v", "-c", "copy", "-ssrc", "1010", "-payload_type",
             "96", "-f", "rtp", target,
@@ -226,7 +226,8 @@ for feeds in feedCounts {
             wall
         )
     )
-    for process in ffmpegs { process.terminate() }
+    // SIGKILL: children inherit the spawning thread's signal mask, in which SIGTERM is blocked.
+    for process in ffmpegs { kill(process.processIdentifier, SIGKILL) }
     for process in ffmpegs { process.waitUntilExit() }
     await subscription.close()
     await listener.leave()
