@@ -33,6 +33,9 @@ public final class JanusTestBed: @unchecked Sendable {
         public var webSocketPort: Int
         /// How long to wait for Janus to answer after starting it.
         public var startTimeout: Duration
+        /// Whether the test bed outlives this process (`conclave-testbed up`): its namespace is then
+        /// named so that the clean-up of dead runs' namespaces leaves it alone.
+        public var persistent = false
 
         /// The defaults the test suite and the demo use.
         public init(
@@ -106,7 +109,7 @@ public final class JanusTestBed: @unchecked Sendable {
         let third = (base >> 8) & 0xFF
         let second = 18 + (base >> 16)
         let fourth = base & 0xFF
-        namespace = "conclave-\(getpid())-\(tag)"
+        namespace = configuration.persistent ? "conclave-up-\(tag)" : "conclave-\(getpid())-\(tag)"
         hostInterface = "cv\(tag)h"
         janusInterface = "cv\(tag)j"
         janusAddress = "198.\(second).\(third).\(fourth + 1)"

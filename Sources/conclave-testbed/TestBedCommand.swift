@@ -32,8 +32,9 @@ struct TestBedOptions: ParsableArguments {
     @Option(help: "Janus session_timeout in seconds.")
     var sessionTimeout = 60
 
-    func start() throws -> JanusTestBed {
+    func start(persistent: Bool = false) throws -> JanusTestBed {
         var configuration = JanusTestBed.Configuration(sessionTimeout: sessionTimeout, apiSecret: apiSecret)
+        configuration.persistent = persistent
         if let config { configuration.templateDirectory = URL(fileURLWithPath: config) }
         return try JanusTestBed(configuration: configuration)
     }
@@ -90,7 +91,7 @@ extension TestBedCommand {
         @OptionGroup var options: TestBedOptions
 
         func run() throws {
-            let bed = try options.start()
+            let bed = try options.start(persistent: true)
             bed.detach()
             print("CONCLAVE_JANUS_URL=\(bed.webSocketURL)")
             print("CONCLAVE_ICE_ADDRESS=\(bed.hostAddress)")
