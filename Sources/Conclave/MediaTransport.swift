@@ -92,6 +92,9 @@ public final class MediaTransport: Sendable {
         var counters = Counters()
         var onRTP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
         var onRTCP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
+        /// Set by the one caller that starts the handshake (ICE "connected" and "ready", and
+        /// `start(remote:)`, can all try from different threads).
+        var handshakeStarted = false
     }
 
     private let inner = Mutex(Inner())
@@ -309,7 +312,8 @@ public final class MediaTransport: Sendable {
     /// Starts DTLS once ICE has a working pair and the remote fingerprint is known.
     private func beginHandshake() {
         let dtls = inner.withLock { inner -> DTLSTransport? in
-            guard let dtls = inner.dtls, dtls.state == .new else { return nil }
+            guard let dtls = inner.dtls, !inner.handshakeStarted else { return nil }
+            inner.handshakeStarted = true
             return dtls
         }
         guard let dtls else { return }

@@ -211,30 +211,27 @@ public final class Publisher: Sendable {
     /// are ignored.
     public func send(_ frame: EncodedFrame) {
         let now = MediaClock.now()
+        // Tracks are mutated in place: copying one out would copy its packet history.
         let packets = state.withLock { state -> [[UInt8]] in
             switch frame.codec.kind {
             case .audio:
-                guard var track = state.audio, track.codec == frame.codec else { return [] }
-                let packets = track.sender.send(
+                guard state.audio?.codec == frame.codec else { return [] }
+                return state.audio?.sender.send(
                     payloads: OpusPayload.packetize(frame.data),
                     mediaTimestamp: frame.rtpTimestamp,
                     markLast: false,
                     now: now
-                )
-                state.audio = track
-                return packets
+                ) ?? []
             case .video:
-                guard var track = state.video, track.codec == frame.codec else { return [] }
-                let payloads = frame.codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
-                let packets = track.sender.send(
+                guard let codec = state.video?.codec, codec == frame.codec else { return [] }
+                let payloads = codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
+                state.framesSent += 1
+                return state.video?.sender.send(
                     payloads: payloads,
                     mediaTimestamp: frame.rtpTimestamp,
                     markLast: true,
                     now: now
-                )
-                state.video = track
-                state.framesSent += 1
-                return packets
+                ) ?? []
             }
         }
         for packet in packets { transport.sendRTP(packet) }
@@ -296,17 +293,19 @@ public final class Publisher: Sendable {
         var bitrate: UInt64?
         state.withLock { state in
             for packet in packets {
-                for kind in [MediaKind.audio, .video] {
-                    guard var track = kind == .audio ? state.audio : state.video else { continue }
-                    for action in track.sender.handle(packet, now: now, arrivalNTP: arrival) {
-                        switch action {
-                        case .retransmit(let packets): retransmissions += packets
-                        case .requestKeyframe: keyframe = track.codec
-                        case .limitBitrate(let limit): bitrate = limit
-                        case .roundTripTime: break
-                        }
+                let actions =
+                    (state.audio?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? [])
+                    .map { (MediaKind.audio, $0) }
+                    + (state.video?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? []).map {
+                        (MediaKind.video, $0)
                     }
-                    if kind == .audio { state.audio = track } else { state.video = track }
+                for (kind, action) in actions {
+                    switch action {
+                    case .retransmit(let packets): retransmissions += packets
+                    case .requestKeyframe: keyframe = kind == .audio ? state.audio?.codec : state.video?.codec
+                    case .limitBitrate(let limit): bitrate = limit
+                    case .roundTripTime: break
+                    }
                 }
             }
         }

@@ -64,6 +64,9 @@ public final class Subscriber: Sendable {
         var feedID: UInt64
         var feedMid: String?
         var buffer: JitterBuffer
+        /// The SSRC Janus sends this stream with, from the offer or learned from its packets; the
+        /// target of our NACKs and keyframe requests.
+        var ssrc: UInt32?
     }
 
     private struct ReceiveState {
@@ -199,7 +202,8 @@ public final class Subscriber: Sendable {
                             media: media,
                             feedID: feedID,
                             feedMid: described?.feedMid,
-                            buffer: JitterBuffer(configuration: configuration)
+                            buffer: JitterBuffer(configuration: configuration),
+                            ssrc: media.remoteSSRC
                         )
                     }
                     if let id = media.extensionIDs[RTPHeaderExtensionURI.mid] { state.midExtensionID = id }
@@ -263,12 +267,14 @@ public final class Subscriber: Sendable {
                     state.midBySSRC[packet.ssrc] = candidate
                 }
             }
-            guard let mid, var stream = state.streams[mid], stream.media.payloadType == packet.payloadType else {
+            guard let mid, state.streams[mid]?.media.payloadType == packet.payloadType else {
                 state.unknownPackets += 1
                 return ([], [])
             }
-            let output = stream.buffer.receive(packet, arrival: now)
-            state.streams[mid] = stream
+            // Mutate the stream in place: copying it out would copy its jitter buffer's storage.
+            if state.streams[mid]?.ssrc != packet.ssrc { state.streams[mid]?.ssrc = packet.ssrc }
+            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), let stream = state.streams[mid]
+            else { return ([], []) }
             return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
         }
         for frame in frames { frameContinuation.yield(frame) }
@@ -280,10 +286,11 @@ public final class Subscriber: Sendable {
         let now = MediaClock.now()
         for case .senderReport(let report) in packets {
             let target = state.withLock { state -> (String, UInt64)? in
-                guard let mid = state.midBySSRC[report.ssrc], var stream = state.streams[mid] else { return nil }
-                stream.buffer.noteSenderReport(report, arrival: now)
-                state.streams[mid] = stream
-                return (mid, stream.feedID)
+                guard let mid = state.midBySSRC[report.ssrc], let feedID = state.streams[mid]?.feedID else {
+                    return nil
+                }
+                state.streams[mid]?.buffer.noteSenderReport(report, arrival: now)
+                return (mid, feedID)
             }
             if let (mid, feedID) = target {
                 reportContinuation.yield(
@@ -306,7 +313,7 @@ public final class Subscriber: Sendable {
                 arrival: $0.completionTime
             )
         }
-        guard let mediaSSRC = stream.media.remoteSSRC ?? output.frames.first?.ssrc else { return (frames, []) }
+        guard let mediaSSRC = stream.ssrc ?? output.frames.first?.ssrc else { return (frames, []) }
         let feedback = output.feedbackPackets(senderSSRC: localSSRC, mediaSSRC: mediaSSRC)
         return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
     }
@@ -331,10 +338,10 @@ public final class Subscriber: Sendable {
             var feedback: [[UInt8]] = []
             var blocks: [RTCPReportBlock] = []
             for mid in state.streams.keys {
-                guard var stream = state.streams[mid] else { continue }
-                let output = stream.buffer.tick(now: now)
-                if report, let block = stream.buffer.makeReportBlock(now: now) { blocks.append(block) }
-                state.streams[mid] = stream
+                // In place, as in receiveRTP: no copy of the jitter buffer.
+                guard let output = state.streams[mid]?.buffer.tick(now: now) else { continue }
+                if report, let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
+                guard let stream = state.streams[mid] else { continue }
                 let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
                 frames += f
                 feedback += b

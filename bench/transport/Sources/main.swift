@@ -29,7 +29,7 @@ let feedCounts = (environment["BENCH_FEEDS"] ?? "1,8,32").split(separator: ",").
 let measureSeconds = Double(environment["BENCH_SECONDS"] ?? "") ?? 10
 
 var logger = Logger(label: "bench")
-logger.logLevel = .error
+logger.logLevel = ProcessInfo.processInfo.environment["BENCH_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
 
 /// Prints a line at once (output to a file is otherwise buffered until exit).
 func report(_ line: String) {
@@ -147,7 +147,9 @@ do {
         try? await session.destroy()
     }
     samples.sort()
-    if samples.isEmpty {
+    if joinRuns == 0 {
+        // skipped
+    } else if samples.isEmpty {
         report("join to first video frame: no frame arrived")
     } else {
         let p50 = samples[samples.count / 2]
@@ -258,7 +260,7 @@ await connection.close()
 func opensslMegabytesPerSecond(_ cipher: String, bytes: Int) throws -> Double {
     // The last line of `openssl speed -evp C -bytes N`: "<cipher> <N>k" in thousands of bytes/s.
     let output = try run("openssl", ["speed", "-evp", cipher, "-bytes", "\(bytes)", "-seconds", "2"])
-    guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix(cipher) }),
+    guard let line = output.split(separator: "\n").last(where: { $0.lowercased().hasPrefix(cipher) }),
         let field = line.split(separator: " ").last, let thousands = Double(field.dropLast())
     else { throw TestBedError("unexpected openssl speed output: \(output)") }
     return thousands / 1000
