@@ -211,6 +211,12 @@ public actor CallSession {
         )
     }
 
+    /// Drops the Janus WebSocket as a network failure would (fault drills and tests): the
+    /// connection reconnects and claims the session.
+    public func dropJanusConnectionForTesting() async {
+        await connection?.dropConnectionForTesting()
+    }
+
     // MARK: Joining
 
     private func openLeg(on connection: JanusConnection, initial: Bool) async throws -> Leg {

@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveE2EE
 import Foundation
 import JanusProtocol
 import Synchronization
@@ -182,40 +183,51 @@ public final class CallStatusTracker: CallMediaObserver {
     }
 
     public func received(_ media: ReceivedMedia) {
+        switch media {
+        case .frame(let frame): frameArrived(feedID: frame.feedID, codec: frame.frame.codec, bytes: frame.frame.data.count)
+        case .undecryptable(let feedID, _, let codec, let reason): frameFailed(feedID: feedID, codec: codec, reason: reason)
+        }
+    }
+
+    /// Counts a decrypted frame.
+    func frameArrived(feedID: UInt64, codec: MediaCodec, bytes: Int) {
         let now = ContinuousClock.now
         state.withLock { state in
-            switch media {
-            case .frame(let frame):
-                let key = state.keyByFeed[frame.feedID] ?? "feed:\(frame.feedID)"
-                var entry = state.entries[key] ?? Entry(id: key, display: nil, feeds: [frame.feedID])
-                if state.entries[key] == nil { state.order.append(key) }
-                if frame.frame.codec.kind == .audio {
-                    entry.audioCodec = frame.frame.codec
-                    entry.audioFrames += 1
-                } else {
-                    entry.videoCodec = frame.frame.codec
-                    entry.videoFrames += 1
-                }
-                entry.bytes += frame.frame.data.count
-                entry.firstFrameAt = entry.firstFrameAt ?? now
-                entry.lastFrameAt = now
-                state.entries[key] = entry
-                // The first frame after a recovery marks media as resumed.
-                if let last = state.recoveries.indices.last, state.recoveries[last].recoveredMs != nil,
-                    state.recoveries[last].mediaResumedMs == nil
-                {
-                    state.recoveries[last].mediaResumedMs = milliseconds(now)
-                }
-            case .undecryptable(let feedID, _, let codec, let reason):
-                let key = state.keyByFeed[feedID] ?? "feed:\(feedID)"
-                var entry = state.entries[key] ?? Entry(id: key, display: nil, feeds: [feedID])
-                if state.entries[key] == nil { state.order.append(key) }
-                if codec.kind == .audio { entry.audioCodec = codec } else { entry.videoCodec = codec }
-                entry.undecryptable += 1
-                entry.lastFailure = "\(reason)"
-                entry.lastFailureAt = now
-                state.entries[key] = entry
+            let key = state.keyByFeed[feedID] ?? "feed:\(feedID)"
+            var entry = state.entries[key] ?? Entry(id: key, display: nil, feeds: [feedID])
+            if state.entries[key] == nil { state.order.append(key) }
+            if codec.kind == .audio {
+                entry.audioCodec = codec
+                entry.audioFrames += 1
+            } else {
+                entry.videoCodec = codec
+                entry.videoFrames += 1
             }
+            entry.bytes += bytes
+            entry.firstFrameAt = entry.firstFrameAt ?? now
+            entry.lastFrameAt = now
+            state.entries[key] = entry
+            // The first frame after a recovery marks media as resumed.
+            if let last = state.recoveries.indices.last, state.recoveries[last].recoveredMs != nil,
+                state.recoveries[last].mediaResumedMs == nil
+            {
+                state.recoveries[last].mediaResumedMs = milliseconds(now)
+            }
+        }
+    }
+
+    /// Counts a frame that did not decrypt.
+    func frameFailed(feedID: UInt64, codec: MediaCodec, reason: DecryptFailureReason) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            let key = state.keyByFeed[feedID] ?? "feed:\(feedID)"
+            var entry = state.entries[key] ?? Entry(id: key, display: nil, feeds: [feedID])
+            if state.entries[key] == nil { state.order.append(key) }
+            if codec.kind == .audio { entry.audioCodec = codec } else { entry.videoCodec = codec }
+            entry.undecryptable += 1
+            entry.lastFailure = reason.rawValue
+            entry.lastFailureAt = now
+            state.entries[key] = entry
         }
     }
 
