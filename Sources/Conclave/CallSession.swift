@@ -85,6 +85,7 @@ public actor CallSession {
     private let logger: Logger
     private var connection: JanusConnection?
     private var connectionTask: Task<Void, Never>?
+    private var recoveryTask: Task<Void, Never>?
     private var leg: Leg?
     private var generation = 0
     private var phase: Phase = .idle
@@ -155,6 +156,7 @@ public actor CallSession {
         guard phase != .left else { return }
         phase = .leaving
         connectionTask?.cancel()
+        recoveryTask?.cancel()
         let leg = self.leg
         self.leg = nil
         let connection = self.connection
@@ -356,7 +358,7 @@ public actor CallSession {
         case .closed(let error):
             janusState = "closed"
             logger.warning("Janus connection closed", metadata: ["error": "\(error.map(\.message) ?? "none")"])
-            await recoverWithNewSession(newConnection: true)
+            startRecovery(newConnection: true)
         }
     }
 
@@ -368,9 +370,21 @@ public actor CallSession {
             tracker.recoveryFinished(as: "claim")
         case .lost(let error):
             logger.warning("Janus session lost; starting a new one", metadata: ["error": "\(error.message)"])
-            await recoverWithNewSession(newConnection: false)
+            startRecovery(newConnection: false)
         }
     }
+
+    /// Runs recovery in a task of its own: the tasks that notice faults belong to the leg that
+    /// recovery tears down, and their cancellation must not cancel the recovery.
+    private func startRecovery(newConnection: Bool) {
+        guard phase == .live, recoveryTask == nil else { return }
+        recoveryTask = Task {
+            await self.recoverWithNewSession(newConnection: newConnection)
+            self.recoveryFinished()
+        }
+    }
+
+    private func recoveryFinished() { recoveryTask = nil }
 
     /// Rebuilds the call on a new session (and a new connection if the old one gave up), retrying
     /// with backoff until it works or the call is left.
