@@ -37,6 +37,10 @@ public actor CallSession {
         public var allowEarlierInstance: Bool
         /// How to create the room again if Janus lost it during the call.
         public var roomOptions: VideoRoom.RoomOptions
+        /// A keyframe at least this often. Subscribers that join later (or resubscribe after a
+        /// recovery) cannot decode until the next keyframe, and a keyframe request does not always
+        /// reach us, so keyframes are also sent periodically and whenever a participant arrives.
+        public var keyframeInterval: Duration?
 
         public init(
             janusURL: String,
@@ -47,7 +51,8 @@ public actor CallSession {
             crypto: CallFrameCrypto?,
             transport: MediaTransport.Configuration = .init(),
             allowEarlierInstance: Bool = false,
-            roomOptions: VideoRoom.RoomOptions? = nil
+            roomOptions: VideoRoom.RoomOptions? = nil,
+            keyframeInterval: Duration? = .seconds(3)
         ) {
             self.janusURL = janusURL
             self.connectionOptions = connectionOptions
@@ -58,6 +63,7 @@ public actor CallSession {
             self.transport = transport
             self.allowEarlierInstance = allowEarlierInstance
             self.roomOptions = roomOptions ?? VideoRoom.RoomOptions(room: room, videoCodecs: ["h264", "vp8"])
+            self.keyframeInterval = keyframeInterval
         }
     }
 
@@ -82,6 +88,7 @@ public actor CallSession {
     public nonisolated let tracker: CallStatusTracker
     private let sources: [RebasingFrameSource]
     private let observers: [any CallMediaObserver]
+    private let arrivals = ArrivalObserver()
     private let logger: Logger
     private var connection: JanusConnection?
     private var connectionTask: Task<Void, Never>?
@@ -107,7 +114,7 @@ public actor CallSession {
         self.configuration = configuration
         self.sources = sources
         self.tracker = tracker
-        self.observers = [tracker] + observers
+        self.observers = [tracker, arrivals] + observers
         var logger = logger
         logger[metadataKey: "call"] = "\(configuration.callID)"
         self.logger = logger
@@ -122,6 +129,13 @@ public actor CallSession {
     /// Joins: connects, checks the room and that we are not already in it, publishes, subscribes.
     public func join() async throws(CallError) {
         phase = .connecting
+        arrivals.setHandler { [weak self] in
+            Task {
+                await self?.requestKeyframes()
+                try? await Task.sleep(for: .seconds(1))
+                await self?.requestKeyframes()
+            }
+        }
         let url = configuration.janusURL
         let connection: JanusConnection
         do {
@@ -264,12 +278,21 @@ public actor CallSession {
             }
             let requests = Task { [senders] in
                 for await codec in publisher.keyframeRequests {
+                    logger.debug("keyframe requested by Janus", metadata: ["codec": "\(codec)"])
                     senders.first { $0.codec == codec }?.requestKeyframe()
                 }
             }
             let bitrates = Task { [senders] in
                 for await limit in publisher.bitrateLimits {
                     senders.first { $0.codec.kind == .video }?.setBitrate(Int(clamping: limit))
+                }
+            }
+            let interval = configuration.keyframeInterval
+            let periodic = Task { [senders] in
+                guard let interval else { return }
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
                 }
             }
             let events = Task { [weak self] in
@@ -296,7 +319,7 @@ public actor CallSession {
                 publisher: publisher,
                 senders: senders,
                 senderTasks: senderTasks,
-                tasks: [requests, bitrates, events],
+                tasks: [requests, bitrates, periodic, events],
                 subscription: subscription
             )
         } catch {
@@ -329,6 +352,11 @@ public actor CallSession {
         }) {
             throw CallError.participantAlreadyPresent(userID: userID, feed: earlier.id, room: configuration.room)
         }
+    }
+
+    /// Asks our video senders for a keyframe (someone new will subscribe to us).
+    private func requestKeyframes() {
+        for sender in leg?.senders ?? [] where sender.codec.kind == .video { sender.requestKeyframe() }
     }
 
     // MARK: Recovery
@@ -457,4 +485,17 @@ public actor CallSession {
             leg.session.stopKeepalive()
         }
     }
+}
+
+/// Calls a handler when a participant arrives (the call then sends a keyframe for their new
+/// subscription).
+final class ArrivalObserver: CallMediaObserver {
+    private let handler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    func setHandler(_ body: @escaping @Sendable () -> Void) { handler.withLock { $0 = body } }
+
+    func participantJoined(feedID: UInt64, display: String?) { handler.withLock { $0 }?() }
+    func participantLeft(feedID: UInt64) {}
+    func received(_ media: ReceivedMedia) {}
+    func senderReport(_ report: SubscribedSenderReport) {}
 }
