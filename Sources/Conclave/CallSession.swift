@@ -213,6 +213,7 @@ public actor CallSession {
         let failures = leg?.senders.reduce(0) { $0 + $1.sent.encryptionFailures } ?? 0
         return CallStatus(
             elapsedMs: tracker.milliseconds(.now),
+            startedAtUnixMs: tracker.originUnixMs,
             callId: String(configuration.callID),
             room: String(configuration.room),
             display: configuration.display,

@@ -53,6 +53,8 @@ public struct CallStatus: Sendable, Codable, Hashable {
     }
 
     public var elapsedMs: Int
+    /// The wall-clock time (Unix milliseconds) the millisecond figures count from.
+    public var startedAtUnixMs: Int64
     public var callId: String
     public var room: String
     public var display: String
@@ -151,9 +153,15 @@ public final class CallStatusTracker: CallMediaObserver {
 
     /// The instant times are counted from.
     public let origin: ContinuousClock.Instant
+    /// The same instant on the wall clock, Unix milliseconds.
+    public let originUnixMs: Int64
     private let state = Mutex(State())
 
-    public init(origin: ContinuousClock.Instant = .now) { self.origin = origin }
+    public init(origin: ContinuousClock.Instant = .now) {
+        self.origin = origin
+        let sinceOrigin = ContinuousClock.now - origin
+        originUnixMs = Int64(Date().timeIntervalSince1970 * 1000) - Int64(Self.milliseconds(sinceOrigin))
+    }
 
     /// The participant key of a display: its user id, else the display, else the feed.
     public static func participantKey(display: String?, feedID: UInt64) -> String {
