@@ -199,10 +199,10 @@ public enum ECallFrameFormat {
         guard let box = try? AES.GCM.seal(plaintext, using: key, nonce: nonce) else {
             preconditionFailure("AES-GCM seal failed with a valid key and nonce")
         }
-        // `combined` is nonce ‖ ciphertext ‖ tag already; copy it in one go (appending a `Data` as a
-        // sequence would go byte by byte).
-        guard let combined = box.combined else { preconditionFailure("12-byte nonce has no combined form") }
-        appendBytes(of: combined, to: &output)
+        // Append nonce, ciphertext and tag directly: `box.combined` would first build another copy.
+        nonce.withUnsafeBytes { output.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
+        appendBytes(of: box.ciphertext, to: &output)
+        appendBytes(of: box.tag, to: &output)
     }
 
     /// Appends the bytes of `data` with a single memory copy.

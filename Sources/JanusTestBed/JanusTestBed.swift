@@ -33,6 +33,9 @@ public final class JanusTestBed: @unchecked Sendable {
         public var webSocketPort: Int
         /// How long to wait for Janus to answer after starting it.
         public var startTimeout: Duration
+        /// Whether the test bed outlives this process (`conclave-testbed up`): its namespace is then
+        /// named so that the clean-up of dead runs' namespaces leaves it alone.
+        public var persistent = false
 
         /// The defaults the test suite and the demo use.
         public init(
@@ -106,7 +109,7 @@ public final class JanusTestBed: @unchecked Sendable {
         let third = (base >> 8) & 0xFF
         let second = 18 + (base >> 16)
         let fourth = base & 0xFF
-        namespace = "conclave-\(getpid())-\(tag)"
+        namespace = configuration.persistent ? "conclave-up-\(tag)" : "conclave-\(getpid())-\(tag)"
         hostInterface = "cv\(tag)h"
         janusInterface = "cv\(tag)j"
         janusAddress = "198.\(second).\(third).\(fourth + 1)"
@@ -153,12 +156,25 @@ public final class JanusTestBed: @unchecked Sendable {
         try Self.ip(["netns", "exec", namespace] + arguments)
     }
 
-    /// Drops `percent` % of the packets Janus receives and sends, at random, inside the namespace.
-    public func dropPackets(percent: Int) throws {
+    /// Which packets an impairment applies to, seen from Janus.
+    public enum Direction: Sendable, Hashable {
+        /// Packets arriving at Janus (publishers' media, subscribers' RTCP).
+        case toJanus
+        /// Packets Janus sends (media to subscribers, RTCP to publishers).
+        case fromJanus
+        /// Both.
+        case both
+    }
+
+    /// Drops `percent` % of the packets in `direction`, at random (nftables inside the namespace).
+    public func dropPackets(percent: Int, direction: Direction = .both) throws {
+        let rule = "numgen random mod 100 < \(percent) drop;"
+        let input = direction == .fromJanus ? "" : rule
+        let output = direction == .toJanus ? "" : rule
         let rules = """
             table inet conclave_impair {
-              chain input { type filter hook input priority 0; policy accept; numgen random mod 100 < \(percent) drop; }
-              chain output { type filter hook output priority 0; policy accept; numgen random mod 100 < \(percent) drop; }
+              chain input { type filter hook input priority 0; policy accept; \(input) }
+              chain output { type filter hook output priority 0; policy accept; \(output) }
             }
             """
         let file = directory.appendingPathComponent("impair.nft")
@@ -393,4 +409,31 @@ public struct TestBedError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// Starts a program with default signal dispositions and nothing blocked, whatever the calling
+/// thread's state (Swift's runtime threads block signals, and `Process` passes that on), so the
+/// child reacts to Ctrl-C and SIGTERM as a program started from a shell would. Returns its pid.
+public func spawnWithCleanSignals(_ arguments: [String], environment: [String: String]) throws -> pid_t {
+    guard let program = arguments.first else { throw TestBedError("no command to run") }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let status = posix_spawnp(&pid, program, nil, &attributes, argv, envp)
+    guard status == 0 else { throw TestBedError("cannot run \(program): \(String(cString: strerror(status)))") }
+    return pid
 }

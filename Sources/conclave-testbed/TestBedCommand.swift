@@ -32,8 +32,9 @@ struct TestBedOptions: ParsableArguments {
     @Option(help: "Janus session_timeout in seconds.")
     var sessionTimeout = 60
 
-    func start() throws -> JanusTestBed {
+    func start(persistent: Bool = false) throws -> JanusTestBed {
         var configuration = JanusTestBed.Configuration(sessionTimeout: sessionTimeout, apiSecret: apiSecret)
+        configuration.persistent = persistent
         if let config { configuration.templateDirectory = URL(fileURLWithPath: config) }
         return try JanusTestBed(configuration: configuration)
     }
@@ -57,25 +58,27 @@ extension TestBedCommand {
 
         func run() throws {
             let arguments = command.first == "--" ? Array(command.dropFirst()) : command
-            guard let executable = arguments.first else { throw ValidationError("no command given after --") }
+            guard !arguments.isEmpty else { throw ValidationError("no command given after --") }
             let bed = try options.start()
             defer { bed.stop() }
             FileHandle.standardError.write(
                 Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8)
             )
 
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [executable] + arguments.dropFirst()
-            process.environment = ProcessInfo.processInfo.environment.merging([
+            let environment = ProcessInfo.processInfo.environment.merging([
                 "CONCLAVE_JANUS_URL": bed.webSocketURL,
                 "CONCLAVE_ICE_ADDRESS": bed.hostAddress,
                 "CONCLAVE_TESTBED_NAMESPACE": bed.namespace,
             ]) { $1 }
-            signal(SIGINT, SIG_IGN)  // the child handles Ctrl-C; we tear down after it exits
-            try process.run()
-            process.waitUntilExit()
-            if process.terminationStatus != 0 { throw ExitCode(process.terminationStatus) }
+            let pid = try spawnWithCleanSignals(arguments, environment: environment)
+            // Ctrl-C goes to the whole foreground group: the command handles it, and we tear the
+            // test bed down once it has exited.
+            signal(SIGINT, SIG_IGN)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let exited = (status & 0x7F) == 0
+            let code = exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            if code != 0 { throw ExitCode(code) }
         }
     }
 
@@ -88,7 +91,7 @@ extension TestBedCommand {
         @OptionGroup var options: TestBedOptions
 
         func run() throws {
-            let bed = try options.start()
+            let bed = try options.start(persistent: true)
             bed.detach()
             print("CONCLAVE_JANUS_URL=\(bed.webSocketURL)")
             print("CONCLAVE_ICE_ADDRESS=\(bed.hostAddress)")

@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The `conclave` command: joins, records and manages end-to-end encrypted Janus VideoRoom calls.
 ///
 /// Each subcommand lives in its own file and is listed here.
@@ -13,6 +17,29 @@ struct ConclaveCommand: AsyncParsableCommand {
         version: conclaveVersion,
         subcommands: [RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self, ConfigCommand.self]
     )
+
+    /// Runs the command line, after making sure SIGINT and SIGTERM can reach us.
+    ///
+    /// A process inherits its parent's blocked signals, and parents built on Foundation's `Process`
+    /// spawn children from threads that block them; such a child would never see SIGTERM and could
+    /// not leave its call cleanly. Unblocking them on the main thread is enough for delivery.
+    static func main() async {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// The version printed by `conclave --version` and written into recording manifests.

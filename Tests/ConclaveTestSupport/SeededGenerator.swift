@@ -19,6 +19,27 @@ public struct SeededGenerator: RandomNumberGenerator {
     public mutating func bytes(_ count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
     }
+
+    /// `input` with one to four random edits: a flipped byte, an insertion, a deletion or a truncation.
+    public mutating func mutate(_ input: [UInt8]) -> [UInt8] {
+        var out = input
+        let edits = Int.random(in: 1...4, using: &self)
+        for _ in 0..<edits {
+            switch Int.random(in: 0..<4, using: &self) {
+            case 0 where !out.isEmpty:
+                let i = Int.random(in: 0..<out.count, using: &self)
+                out[i] ^= UInt8.random(in: 1...255, using: &self)
+            case 1:
+                let i = Int.random(in: 0...out.count, using: &self)
+                out.insert(UInt8.random(in: 0...255, using: &self), at: i)
+            case 2 where !out.isEmpty:
+                out.remove(at: Int.random(in: 0..<out.count, using: &self))
+            default:
+                out = Array(out.prefix(Int.random(in: 0...out.count, using: &self)))
+            }
+        }
+        return out
+    }
 }
 
 /// `count` random bytes from `generator`.

@@ -73,14 +73,11 @@ import Testing
                 )
             )
         }
-        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
-        let observer = CollectingObserver()
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: nil, transport: transport),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
+        let (listener, subscription, observer) = try await followRoom(
+            room,
+            on: connection,
+            transport: transport,
+            crypto: nil,
             logger: logger
         )
         try await observer.wait { $0.joined.count == 3 }

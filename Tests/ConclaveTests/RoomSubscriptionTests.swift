@@ -44,6 +44,28 @@ final class CollectingObserver: CallMediaObserver {
     }
 }
 
+/// Joins `room` as a listener that does not publish, and follows it with a subscription whose
+/// observer collects everything that arrives.
+func followRoom(
+    _ room: UInt64,
+    on connection: JanusConnection,
+    transport: MediaTransport.Configuration,
+    crypto: CallFrameCrypto?,
+    logger: Logger
+) async throws -> (RoomListener, RoomSubscription, CollectingObserver) {
+    let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
+    let observer = CollectingObserver()
+    let subscription = RoomSubscription(
+        session: try await connection.createSession(),
+        configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: crypto, transport: transport),
+        initialPublishers: listener.joined.publishers,
+        roomEvents: listener.roomEvents,
+        observers: [observer],
+        logger: logger
+    )
+    return (listener, subscription, observer)
+}
+
 @Suite(.serialized) struct RoomSubscriptionTests {
     /// One encrypted publisher and what it sent.
     struct Sender {
@@ -115,23 +137,11 @@ final class CollectingObserver: CallMediaObserver {
         var bob = try await publish("2:Bob", video: .vp8, key: callKey)
 
         // The recorder's view: a listener that does not publish, holding the call key.
-        let listener = try await RoomListener.join(
-            on: try await connection.createSession(),
-            room: room,
-            display: "0:Recorder"
-        )
-        let observer = CollectingObserver()
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(
-                room: room,
-                ownFeedID: listener.joined.id,
-                crypto: crypto(callKey),
-                transport: transport
-            ),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
+        let (listener, subscription, observer) = try await followRoom(
+            room,
+            on: connection,
+            transport: transport,
+            crypto: crypto(callKey),
             logger: logger
         )
         try await observer.wait { $0.joined.count == 2 }
