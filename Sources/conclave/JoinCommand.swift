@@ -4,11 +4,11 @@ import ConclaveCore
 import ConclaveE2EE
 import ConclaveICE
 import ConclaveKeyStore
-import Dispatch
 import Foundation
 import JanusClient
 import JanusProtocol
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -374,40 +374,30 @@ struct CallRunner {
     }
 }
 
-/// SIGINT and SIGTERM, turned from process-killing signals into a request to leave.
-final class StopSignals {
-    private let stream: AsyncStream<Int32>
-    private let sources: [any DispatchSourceSignal]
+/// The signal that asked us to leave, 0 until one did. Written by the signal handler (which may
+/// only do async-signal-safe work: one atomic store), read by ``StopSignals/wait(duration:)``.
+private let receivedStopSignal = Atomic<Int32>(0)
 
+/// SIGINT and SIGTERM, turned from process-killing signals into a request to leave.
+///
+/// A plain handler rather than a dispatch signal source: a dispatch source only sees signals that
+/// stay blocked in every thread, and the main thread unblocks SIGINT and SIGTERM at start.
+final class StopSignals {
     init() {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
-        self.stream = stream
-        sources = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { received in receivedStopSignal.store(received, ordering: .relaxed) }
         }
     }
 
     /// Waits for a signal or the duration; returns why it stopped.
     func wait(duration: Double?) async -> String {
-        let stream = self.stream
-        return await withTaskGroup(of: String.self) { group in
-            group.addTask {
-                for await number in stream { return number == SIGINT ? "interrupt" : "terminate" }
-                return "signals closed"
-            }
-            if let duration {
-                group.addTask {
-                    try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
-                    return "duration"
-                }
-            }
-            let first = await group.next() ?? "done"
-            group.cancelAll()
-            return first
+        let start = ContinuousClock.now
+        let limit = duration.map { Duration.milliseconds(Int($0 * 1000)) }
+        while true {
+            let number = receivedStopSignal.load(ordering: .relaxed)
+            if number != 0 { return number == SIGINT ? "interrupt" : "terminate" }
+            if let limit, ContinuousClock.now - start >= limit { return "duration" }
+            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 }

@@ -11,8 +11,8 @@ import Testing
     @Test func threeParticipantsSeeEachOthersDecryptedFramesAndLeaveCleanly() async throws {
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed, names: ["alice", "bob", "carol"])
-        let alice = try call.join("alice", ["--duration", "15"])
-        let bob = try call.join("bob", ["--audio", "tone", "--video", "pattern", "--duration", "15"])
+        let alice = try call.join("alice", ["--duration", "25"])
+        let bob = try call.join("bob", ["--audio", "tone", "--video", "pattern", "--duration", "25"])
         let carol = try call.join("carol")
         let everyone = [alice, bob, carol]
         let ids = ["alice", "bob", "carol"]
