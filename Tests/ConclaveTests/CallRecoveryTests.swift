@@ -141,4 +141,20 @@ import Testing
         await call.alice.leave()
         await call.bob.leave()
     }
+
+    @Test func afterTheLinkIsDownForFiveSecondsMediaFlowsAgain() async throws {
+        let bed = try TestJanus.start()
+        defer { bed.stop() }
+        let call = try await Self.startCall(on: bed)
+        #expect(await Self.mediaFlowsBothWays(call) != nil, "media flows before the fault")
+        try bed.setLink(up: false)
+        try await Task.sleep(for: .seconds(5))
+        try bed.setLink(up: true)
+        let resumed = await Self.mediaFlowsBothWays(call, beyond: 5)
+        #expect(resumed != nil, "media flows again after the link came back")
+        print("link down 5 s: media both ways \(resumed.map { "\($0)" } ?? "never") after the link came back")
+        #expect(await Self.participant("2", of: call.alice)?.undecryptable == 0)
+        await call.alice.leave()
+        await call.bob.leave()
+    }
 }
