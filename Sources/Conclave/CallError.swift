@@ -21,7 +21,8 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
         case .janusUnreachable(let url, let reason): "cannot reach Janus at \(url): \(reason)"
         case .unauthorized(let url):
             "Janus at \(url) refused the request: wrong or missing API secret or token (403 unauthorized)"
-        case .roomNotFound(let room, let url): "room \(room) does not exist on \(url) (create it with 'conclave call create')"
+        case .roomNotFound(let room, let url):
+            "room \(room) does not exist on \(url) (create it with 'conclave call create')"
         case .participantAlreadyPresent(let userID, let feed, let room):
             "participant '\(userID)' is already in room \(room) (feed \(feed)); another conclave is running as this "
                 + "participant. If that one crashed, resume with 'conclave rejoin CALL_ID'"
@@ -34,7 +35,9 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
     static func from(_ error: any Error, step: String, url: String) -> CallError {
         if let error = error as? CallError { return error }
         if let error = error as? JanusClientError {
-            if error.janusError?.code == JanusError.unauthorized || error.janusError?.code == JanusError.videoRoomUnauthorized {
+            if error.janusError?.code == JanusError.unauthorized
+                || error.janusError?.code == JanusError.videoRoomUnauthorized
+            {
                 return .unauthorized(url: url)
             }
             switch error.code {

@@ -71,7 +71,13 @@ public struct CallVideoSettings: Sendable, Hashable {
     public var frameRate: Int
     public var bitrate: Int
 
-    public init(codec: MediaCodec = .h264, width: Int = 640, height: Int = 480, frameRate: Int = 15, bitrate: Int = 600_000) {
+    public init(
+        codec: MediaCodec = .h264,
+        width: Int = 640,
+        height: Int = 480,
+        frameRate: Int = 15,
+        bitrate: Int = 600_000
+    ) {
         self.codec = codec
         self.width = width
         self.height = height
@@ -95,10 +101,16 @@ public enum CallMediaSources {
         case .none:
             return nil
         case .generated:
-            let pattern = try PatternSource(width: settings.width, height: settings.height, frameRate: settings.frameRate)
+            let pattern = try PatternSource(
+                width: settings.width,
+                height: settings.height,
+                frameRate: settings.frameRate
+            )
             return RebasingFrameSource(EncodingVideoSource(raw: pattern, encoder: try encoder.makeEncoder()))
         case .file(let path):
-            return RebasingFrameSource(try FileMediaSource(path: path, codec: settings.codec, loop: true, video: encoder))
+            return RebasingFrameSource(
+                try FileMediaSource(path: path, codec: settings.codec, loop: true, video: encoder)
+            )
         }
     }
 

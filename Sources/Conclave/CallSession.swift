@@ -272,7 +272,10 @@ public actor CallSession {
                             try await sender.run(pacer: MediaPacer(mode: .realTime))
                         } catch is CancellationError {
                         } catch {
-                            logger.error("sending stopped", metadata: ["codec": "\(sender.codec)", "error": "\(error)"])
+                            logger.error(
+                                "sending stopped",
+                                metadata: ["codec": "\(sender.codec)", "error": "\(error)"]
+                            )
                         }
                     }
                 )

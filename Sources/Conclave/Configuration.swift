@@ -92,7 +92,12 @@ public enum ConfigurationFile {
         } catch {
             throw ConfigurationError(
                 path: path,
-                issues: [ConfigurationIssue(keyPath: "", problem: "cannot read the file: \((error as NSError).localizedDescription)")]
+                issues: [
+                    ConfigurationIssue(
+                        keyPath: "",
+                        problem: "cannot read the file: \((error as NSError).localizedDescription)"
+                    )
+                ]
             )
         }
         let (configuration, issues) = parse(data)
@@ -131,7 +136,9 @@ public enum ConfigurationFile {
                 issue("", "the top level must be a JSON object")
                 return configuration
             }
-            let known = ["janus", "ice", "dataDirectory", "recordingsDirectory", "crypto", "video", "audio", "$comment"]
+            let known = [
+                "janus", "ice", "dataDirectory", "recordingsDirectory", "crypto", "video", "audio", "$comment",
+            ]
             unknownKeys(object, known: known, at: "")
 
             if let janus = self.object(object["janus"], at: "janus") {
@@ -238,7 +245,9 @@ public enum ConfigurationFile {
                 let suggestion = known.first { $0.lowercased() == key.lowercased() }
                 issue(
                     path.isEmpty ? key : "\(path).\(key)",
-                    "unknown key" + (suggestion.map { " (did you mean \"\($0)\"?)" } ?? "; known keys: \(known.joined(separator: ", "))")
+                    "unknown key"
+                        + (suggestion.map { " (did you mean \"\($0)\"?)" }
+                            ?? "; known keys: \(known.joined(separator: ", "))")
                 )
             }
         }
@@ -289,7 +298,9 @@ public enum ConfigurationFile {
             }
         }
 
-        mutating func integer(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>, even: Bool = false) -> Int? {
+        mutating func integer(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>, even: Bool = false)
+            -> Int?
+        {
             switch value {
             case nil, .null?: return nil
             case .int(let number)?:
@@ -326,7 +337,8 @@ public enum ICEServerText {
     }
 
     /// `turn:host[:port][?transport=udp|tcp]` or `turns:host[:port]` (TLS).
-    public static func turn(_ text: String, username: String, password: String) throws(ICEServerTextError) -> TURNServer {
+    public static func turn(_ text: String, username: String, password: String) throws(ICEServerTextError) -> TURNServer
+    {
         var rest = Substring(text)
         var transport = TURNServer.Transport.udp
         if rest.hasPrefix("turns:") {
@@ -350,7 +362,8 @@ public enum ICEServerText {
         return TURNServer(address: host, port: port, transport: transport, username: username, password: password)
     }
 
-    private static func hostAndPort(_ text: Substring, in whole: String) throws(ICEServerTextError) -> (String, UInt16) {
+    private static func hostAndPort(_ text: Substring, in whole: String) throws(ICEServerTextError) -> (String, UInt16)
+    {
         var host = text
         var port: UInt16 = 3478
         if let colon = text.lastIndex(of: ":") {

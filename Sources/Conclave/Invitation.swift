@@ -202,7 +202,11 @@ extension CallInvitation {
     public func openKey(with identity: DeviceIdentity, path: String) throws(InvitationError) -> CallKey {
         let ours = identity.publicKey.publicKeyHash
         if let intended = recipient?.publicKeyHash, intended.lowercased() != ours {
-            throw .otherDevice(path: path, intendedFingerprint: String(intended.prefix(16)), thisDevice: String(ours.prefix(16)))
+            throw .otherDevice(
+                path: path,
+                intendedFingerprint: String(intended.prefix(16)),
+                thisDevice: String(ours.prefix(16))
+            )
         }
         do {
             return try KeyWrapping.unwrap(encryptedAESKey, with: identity)

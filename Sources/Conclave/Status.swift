@@ -105,7 +105,9 @@ public struct CallStatus: Sendable, Codable, Hashable {
         if participants.isEmpty { lines.append("(nobody else yet)") }
         for recovery in recoveries {
             var line = "recovered (\(recovery.kind)) at \(recovery.startedMs) ms"
-            if let recovered = recovery.recoveredMs { line += ", signalling after \(recovered - recovery.startedMs) ms" }
+            if let recovered = recovery.recoveredMs {
+                line += ", signalling after \(recovered - recovery.startedMs) ms"
+            }
             if let media = recovery.mediaResumedMs { line += ", media after \(media - recovery.startedMs) ms" }
             lines.append(line)
         }
@@ -113,7 +115,8 @@ public struct CallStatus: Sendable, Codable, Hashable {
     }
 
     private func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? String(text.prefix(width - 1)) + " " : text + String(repeating: " ", count: width - text.count)
+        text.count >= width
+            ? String(text.prefix(width - 1)) + " " : text + String(repeating: " ", count: width - text.count)
     }
 }
 
@@ -192,8 +195,10 @@ public final class CallStatusTracker: CallMediaObserver {
 
     public func received(_ media: ReceivedMedia) {
         switch media {
-        case .frame(let frame): frameArrived(feedID: frame.feedID, codec: frame.frame.codec, bytes: frame.frame.data.count)
-        case .undecryptable(let feedID, _, let codec, let reason): frameFailed(feedID: feedID, codec: codec, reason: reason)
+        case .frame(let frame):
+            frameArrived(feedID: frame.feedID, codec: frame.frame.codec, bytes: frame.frame.data.count)
+        case .undecryptable(let feedID, _, let codec, let reason):
+            frameFailed(feedID: feedID, codec: codec, reason: reason)
         }
     }
 
@@ -272,11 +277,16 @@ public final class CallStatusTracker: CallMediaObserver {
     public func setRecording(_ text: String) { state.withLock { $0.recording = text } }
 
     /// The participants and recoveries now; rates cover the time since the previous call.
-    func snapshot(loss: [String: Double]) -> (participants: [CallStatus.Participant], recoveries: [CallStatus.Recovery], recording: String) {
+    func snapshot(loss: [String: Double]) -> (
+        participants: [CallStatus.Participant], recoveries: [CallStatus.Recovery], recording: String
+    ) {
         let now = ContinuousClock.now
         return state.withLock { state in
             let interval = state.previousSnapshot.map { now - $0 } ?? (now - origin)
-            let seconds = max(0.001, Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
+            let seconds = max(
+                0.001,
+                Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+            )
             state.previousSnapshot = now
             var participants: [CallStatus.Participant] = []
             for key in state.order {

@@ -39,7 +39,10 @@ struct CallCommand: AsyncParsableCommand {
         @Option(
             name: .customLong("participant"),
             parsing: .singleValue,
-            help: ArgumentHelp("A participant: USERID[:NAME]=PUBLIC_KEY or USERID[:NAME]=@FILE (repeat).", valueName: "spec")
+            help: ArgumentHelp(
+                "A participant: USERID[:NAME]=PUBLIC_KEY or USERID[:NAME]=@FILE (repeat).",
+                valueName: "spec"
+            )
         )
         var participants: [String] = []
 

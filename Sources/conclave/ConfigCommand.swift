@@ -22,7 +22,9 @@ struct ConfigCommand: ParsableCommand {
 
         func run() throws {
             guard let path = file ?? ConfigurationFile.defaultPath() else {
-                throw CallCommandError("no configuration file named and no default location (set HOME or CONCLAVE_CONFIG)")
+                throw CallCommandError(
+                    "no configuration file named and no default location (set HOME or CONCLAVE_CONFIG)"
+                )
             }
             do {
                 let configuration = try ConfigurationFile.load(path: path)
@@ -32,7 +34,9 @@ struct ConfigCommand: ParsableCommand {
                 if configuration.apiSecret != nil { set.append("API secret set") }
                 if configuration.token != nil { set.append("token set") }
                 if let stun = configuration.stunServer { set.append("STUN \(stun.address):\(stun.port)") }
-                if !configuration.turnServers.isEmpty { set.append("\(configuration.turnServers.count) TURN server(s)") }
+                if !configuration.turnServers.isEmpty {
+                    set.append("\(configuration.turnServers.count) TURN server(s)")
+                }
                 if let crypto = configuration.crypto { set.append("crypto \(crypto.rawValue)") }
                 if let codec = configuration.videoCodec { set.append("video \(codec)") }
                 if !set.isEmpty { print("  " + set.joined(separator: ", ")) }

@@ -43,7 +43,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Our display, USERID:NAME (default: the invitation's recipient).")
     var display: String?
 
-    @Option(help: "Media crypto: ecall, sframe or none (default: the invitation's, else the configuration's, else ecall).")
+    @Option(
+        help: "Media crypto: ecall, sframe or none (default: the invitation's, else the configuration's, else ecall)."
+    )
     var crypto: String?
 
     func run() async throws {
@@ -51,7 +53,8 @@ struct JoinCommand: AsyncParsableCommand {
         let logger = global.makeLogger()
         let parsedInvitation: CallInvitation?
         do {
-            parsedInvitation = try invitation.map { path throws(InvitationError) in try CallInvitation.read(from: path) }
+            parsedInvitation = try invitation.map { path throws(InvitationError) in try CallInvitation.read(from: path)
+            }
         } catch {
             throw CallCommandError(error.description)
         }
@@ -102,7 +105,9 @@ struct JoinCommand: AsyncParsableCommand {
             janus.url ?? parsedInvitation?.janusURL ?? ProcessInfo.processInfo.environment["CONCLAVE_JANUS_URL"]
             ?? settings.janusURL
         guard let url else {
-            throw ValidationError("no Janus URL: pass --janus ws://HOST:8188, use an invitation, or set CONCLAVE_JANUS_URL")
+            throw ValidationError(
+                "no Janus URL: pass --janus ws://HOST:8188, use an invitation, or set CONCLAVE_JANUS_URL"
+            )
         }
 
         let runner = CallRunner(
@@ -235,7 +240,9 @@ struct CallOptions: ParsableArguments {
 
     func transport(_ settings: ConclaveConfiguration) throws -> MediaTransport.Configuration {
         var addresses = iceAddresses
-        if addresses.isEmpty, let address = ProcessInfo.processInfo.environment["CONCLAVE_ICE_ADDRESS"], !address.isEmpty {
+        if addresses.isEmpty, let address = ProcessInfo.processInfo.environment["CONCLAVE_ICE_ADDRESS"],
+            !address.isEmpty
+        {
             addresses = [address]
         }
         if addresses.isEmpty { addresses = settings.iceAddresses }
@@ -302,7 +309,10 @@ struct CallRunner {
             ) {
                 sources.append(audio)
             }
-            if let video = try CallMediaSources.video(CallMediaChoice(options.video, generatedName: "pattern"), settings: videoSettings) {
+            if let video = try CallMediaSources.video(
+                CallMediaChoice(options.video, generatedName: "pattern"),
+                settings: videoSettings
+            ) {
                 sources.append(video)
             }
         } catch {
@@ -316,7 +326,9 @@ struct CallRunner {
             frameCrypto = crypto
         }
         var connectionOptions = janus.connectionOptions()
-        if janus.apiSecret == nil, connectionOptions.apiSecret == nil { connectionOptions.apiSecret = settings.apiSecret }
+        if janus.apiSecret == nil, connectionOptions.apiSecret == nil {
+            connectionOptions.apiSecret = settings.apiSecret
+        }
         if janus.token == nil, connectionOptions.token == nil { connectionOptions.token = settings.token }
         if janus.caFile == nil, let caFile = settings.caFile { connectionOptions.tls = TLSOptions(caFile: caFile) }
 

@@ -43,7 +43,9 @@ struct RejoinCommand: AsyncParsableCommand {
             throw CallCommandError("call \(callID) has no stored room: join it with 'conclave join' instead")
         }
         guard let display = record.display else {
-            throw CallCommandError("call \(callID) has no stored display: join it with 'conclave join --display' instead")
+            throw CallCommandError(
+                "call \(callID) has no stored display: join it with 'conclave join --display' instead"
+            )
         }
         let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
         let key = try KeyStoreAccess.run { try KeyWrapping.unwrap(record.wrappedKey, with: identity) }

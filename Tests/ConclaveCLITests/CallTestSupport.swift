@@ -104,7 +104,9 @@ struct CallFixture {
     let janusArguments: [String]
 
     /// Creates device keys for `names` and the call (created by the first name).
-    init(bed: JanusTestBed, names: [String] = ["alice", "bob"], apiSecret: String? = nil, extraKeys: [String] = []) throws {
+    init(bed: JanusTestBed, names: [String] = ["alice", "bob"], apiSecret: String? = nil, extraKeys: [String] = [])
+        throws
+    {
         self.bed = bed
         self.names = names
         directory = try TestPaths.temporaryDirectory("conclave-call")
@@ -112,19 +114,28 @@ struct CallFixture {
         janusArguments = ["--janus", bed.webSocketURL] + (apiSecret.map { ["--api-secret", $0] } ?? [])
         var participants: [String] = []
         for name in names + extraKeys {
-            let created = try conclave(["keys", "init", "--type", name.hasPrefix("a") ? "p256" : "rsa", "--data-dir", dataDirectory(name)])
+            let created = try conclave([
+                "keys", "init", "--type", name.hasPrefix("a") ? "p256" : "rsa", "--data-dir", dataDirectory(name),
+            ])
             guard created.succeeded else { throw SubprocessError(description: "keys init: \(created.errorOutput)") }
             let key = try conclave(["keys", "show", "--public", "--data-dir", dataDirectory(name)])
             let keyFile = directory.appendingPathComponent("\(name).pub")
             try key.stdout.write(to: keyFile)
-            if names.contains(name) { participants += ["--participant", "\(name):\(name.capitalized)=@\(keyFile.path)"] }
+            if names.contains(name) {
+                participants += ["--participant", "\(name):\(name.capitalized)=@\(keyFile.path)"]
+            }
         }
         let create = try conclave(
-            ["call", "create", "--call-id", "\(callID)", "--codecs", "h264", "--out", directory.appendingPathComponent("invitations").path,
-             "--data-dir", dataDirectory(names[0])] + janusArguments + participants
+            [
+                "call", "create", "--call-id", "\(callID)", "--codecs", "h264", "--out",
+                directory.appendingPathComponent("invitations").path,
+                "--data-dir", dataDirectory(names[0]),
+            ] + janusArguments + participants
         )
         guard create.succeeded else { throw SubprocessError(description: "call create: \(create.errorOutput)") }
-        let invitation = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: invitationPath(names[0]))))
+        let invitation = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: invitationPath(names[0])))
+        )
         guard let room = ((invitation as? [String: Any])?["roomId"] as? NSNumber)?.uint64Value else {
             throw SubprocessError(description: "no roomId in the invitation")
         }
@@ -160,7 +171,10 @@ struct CallFixture {
     /// Runs `conclave join` for `name` to completion (for the error cases).
     func joinToCompletion(_ name: String, invitation: String? = nil, _ extra: [String] = []) throws -> ProcessResult {
         try conclave(
-            ["join", "--data-dir", dataDirectory(name), "--invitation", invitation ?? invitationPath(name), "--duration", "5"]
+            [
+                "join", "--data-dir", dataDirectory(name), "--invitation", invitation ?? invitationPath(name),
+                "--duration", "5",
+            ]
                 + janusArguments + mediaArguments + extra
         )
     }

@@ -13,7 +13,9 @@ import Testing
     @Test func problemsAreListedWithTheirKeysAndFailTheCheck() throws {
         let directory = try TestPaths.temporaryDirectory("conclave-config")
         let file = directory.appendingPathComponent("bad.json")
-        try Data(#"{"janus": {"url": "localhost:8188"}, "video": {"codec": "vp9"}, "crypto": "aes"}"#.utf8).write(to: file)
+        try Data(#"{"janus": {"url": "localhost:8188"}, "video": {"codec": "vp9"}, "crypto": "aes"}"#.utf8).write(
+            to: file
+        )
         let result = try conclave(["config", "check", file.path])
         #expect(result.status != 0)
         for key in ["janus.url", "video.codec", "crypto"] {

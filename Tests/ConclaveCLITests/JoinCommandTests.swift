@@ -24,7 +24,10 @@ import Testing
         }
         for (index, process) in everyone.enumerated() {
             for (other, id) in ids.enumerated() where other != index {
-                #expect(process.framesDecrypted(from: id) > 30, "\(process.name) decrypted from \(id): \(process.errorOutput)")
+                #expect(
+                    process.framesDecrypted(from: id) > 30,
+                    "\(process.name) decrypted from \(id): \(process.errorOutput)"
+                )
                 #expect(process.undecryptable(from: id) == 0, "\(process.name): undecryptable frames from \(id)")
                 let participant = process.participant(id)
                 #expect(participant?["videoCodec"] as? String == "h264")
@@ -39,7 +42,8 @@ import Testing
         #expect(await carol.waitForExit() == 0, "SIGTERM ends with exit 0: \(carol.errorOutput)")
         #expect(carol.lastStatus?["state"] as? String == "left")
         let noticed = await waitUntil(timeout: .seconds(10)) {
-            alice.participant("carol")?["present"] as? Bool == false && bob.participant("carol")?["present"] as? Bool == false
+            alice.participant("carol")?["present"] as? Bool == false
+                && bob.participant("carol")?["present"] as? Bool == false
         }
         #expect(noticed != nil, "Carol's unpublish and leave reached Janus")
 

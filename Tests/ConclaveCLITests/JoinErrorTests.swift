@@ -25,8 +25,10 @@ import Testing
         defer { bed.stop() }
         let call = try CallFixture(bed: bed, apiSecret: "the-right-secret")
         let result = try conclave(
-            ["join", "--data-dir", call.dataDirectory("bob"), "--invitation", call.invitationPath("bob"),
-             "--janus", bed.webSocketURL, "--api-secret", "a-wrong-secret", "--duration", "5"] + call.mediaArguments
+            [
+                "join", "--data-dir", call.dataDirectory("bob"), "--invitation", call.invitationPath("bob"),
+                "--janus", bed.webSocketURL, "--api-secret", "a-wrong-secret", "--duration", "5",
+            ] + call.mediaArguments
         )
         #expect(result.status != 0)
         #expect(result.errorOutput.contains("API secret"), "\(result.errorOutput)")
@@ -44,7 +46,8 @@ import Testing
 
         // The same invitation without Conclave's recipient field (as another tool writes it).
         var object = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: call.invitationPath("bob")))) as? [String: Any]
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: call.invitationPath("bob"))))
+                as? [String: Any]
         )
         object["recipient"] = nil
         let anonymous = call.directory.appendingPathComponent("anonymous.json")
@@ -59,7 +62,8 @@ import Testing
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed)
         var object = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: call.invitationPath("bob")))) as? [String: Any]
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: call.invitationPath("bob"))))
+                as? [String: Any]
         )
         var key = Array(try #require(object["encryptedAESKey"] as? String))
         key[20] = key[20] == "Q" ? "R" : "Q"

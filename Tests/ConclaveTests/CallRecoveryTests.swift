@@ -36,7 +36,10 @@ import Testing
             let crypto = CallFrameCrypto(callID: 77, format: .ecall, logger: logger())
             crypto.keyRing.install(key, epoch: 0)
             let video = try #require(
-                try CallMediaSources.video(.generated, settings: .init(codec: .h264, width: 320, height: 240, frameRate: 15))
+                try CallMediaSources.video(
+                    .generated,
+                    settings: .init(codec: .h264, width: 320, height: 240, frameRate: 15)
+                )
             )
             let audio = try #require(try CallMediaSources.audio(.generated))
             let session = CallSession(
@@ -77,7 +80,9 @@ import Testing
     }
 
     /// Both see more frames from each other than `alice`/`bob` counts now.
-    static func mediaFlowsBothWays(_ call: (alice: CallSession, bob: CallSession), beyond margin: Int = 20) async -> Duration? {
+    static func mediaFlowsBothWays(_ call: (alice: CallSession, bob: CallSession), beyond margin: Int = 20) async
+        -> Duration?
+    {
         let fromBob = await frames(from: "2", at: call.alice)
         let fromAlice = await frames(from: "1", at: call.bob)
         return await waitUntil {

@@ -38,7 +38,10 @@ import Testing
             #expect(paths.contains(expected), "expected an issue at \(expected); got \(issues)")
         }
         #expect(!paths.contains("ice.turn[0].url"), "a TURN URL with no credentials is fine")
-        #expect(issues.first { $0.keyPath == "janus.apiSecert" }?.problem.contains("apiSecret") == true, "typos get a suggestion")
+        #expect(
+            issues.first { $0.keyPath == "janus.apiSecert" }?.problem.contains("apiSecret") == true,
+            "typos get a suggestion"
+        )
     }
 
     @Test func brokenJSONIsOneIssueAtTheTop() {
@@ -60,8 +63,10 @@ import Testing
 
     @Test func randomConfigurationsNeverCrash() {
         var random = SeededGenerator(seed: 0xC0_4F16)
-        let fragments = ["{", "}", "[", "]", ",", ":", "\"janus\"", "\"url\"", "\"ice\"", "\"turn\"", "\"video\"", "1", "-3",
-            "\"x\"", "null", "true", "\"ws://h:1\"", "\"width\"", "99999999999999999999"]
+        let fragments = [
+            "{", "}", "[", "]", ",", ":", "\"janus\"", "\"url\"", "\"ice\"", "\"turn\"", "\"video\"", "1", "-3",
+            "\"x\"", "null", "true", "\"ws://h:1\"", "\"width\"", "99999999999999999999",
+        ]
         for _ in 0..<3000 {
             let text = (0..<Int.random(in: 0...30, using: &random)).map { _ in
                 fragments[Int.random(in: 0..<fragments.count, using: &random)]

@@ -1,8 +1,9 @@
-@testable import Conclave
 import ConclaveCore
 import ConclaveE2EE
 import Foundation
 import Testing
+
+@testable import Conclave
 
 @Suite struct StatusTests {
 
@@ -69,8 +70,18 @@ import Testing
     static func status(_ tracker: CallStatusTracker) -> CallStatus {
         let snapshot = tracker.snapshot(loss: [:])
         return CallStatus(
-            elapsedMs: 0, startedAtUnixMs: 0, callId: "1", room: "2", display: "9:Me", state: "live", janus: "connected", feed: 3,
-            framesSent: 0, encryptionFailures: 0, recording: snapshot.recording, participants: snapshot.participants,
+            elapsedMs: 0,
+            startedAtUnixMs: 0,
+            callId: "1",
+            room: "2",
+            display: "9:Me",
+            state: "live",
+            janus: "connected",
+            feed: 3,
+            framesSent: 0,
+            encryptionFailures: 0,
+            recording: snapshot.recording,
+            participants: snapshot.participants,
             recoveries: snapshot.recoveries
         )
     }
