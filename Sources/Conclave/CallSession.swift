@@ -18,7 +18,9 @@ import Synchronization
 ///   (or a new) connection, publishes again in the same room with the same key and subscribes
 ///   again; the new feed ids map to the same participants by their `"<userId>:"` display prefix.
 ///   If Janus lost the room too (rooms created by API do not survive a restart), it is created
-///   again with the same id and codecs.
+///   again with the same id and codecs;
+/// - media that failed for good (ICE or DTLS failed after a long outage; there is no ICE restart
+///   yet) is handled the same way, after leaving and destroying the old session.
 /// ``leave()`` unpublishes, leaves, destroys the session and closes the connection.
 public actor CallSession {
     /// What to join.
@@ -299,6 +301,21 @@ public actor CallSession {
                     for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
                 }
             }
+            let watchdog = Task { [weak self, publisher] in
+                // ICE or DTLS failed for good (a long outage): there is no ICE restart, so the call
+                // publishes and subscribes again on a new session.
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    guard let self else { return }
+                    let subscriberState = await self.subscriberTransportState()
+                    for state in [publisher.transport.state, subscriberState] {
+                        if case .failed(let reason) = state {
+                            await self.mediaFailed(reason, generation: generation)
+                            return
+                        }
+                    }
+                }
+            }
             let events = Task { [weak self] in
                 for await event in session.events {
                     await self?.sessionEvent(event, generation: generation)
@@ -323,7 +340,7 @@ public actor CallSession {
                 publisher: publisher,
                 senders: senders,
                 senderTasks: senderTasks,
-                tasks: [requests, bitrates, periodic, events],
+                tasks: [requests, bitrates, periodic, watchdog, events],
                 subscription: subscription
             )
         } catch {
@@ -356,6 +373,16 @@ public actor CallSession {
         }) {
             throw CallError.participantAlreadyPresent(userID: userID, feed: earlier.id, room: configuration.room)
         }
+    }
+
+    private func subscriberTransportState() -> MediaTransportState {
+        leg?.subscription.subscriber?.transport.state ?? .new
+    }
+
+    private func mediaFailed(_ reason: String, generation: Int) {
+        guard generation == leg?.generation, phase == .live else { return }
+        logger.warning("media transport failed; joining again on a new session", metadata: ["reason": "\(reason)"])
+        startRecovery(newConnection: false, sessionAlive: true)
     }
 
     /// Asks our video senders for a keyframe (someone new will subscribe to us).
@@ -408,10 +435,10 @@ public actor CallSession {
 
     /// Runs recovery in a task of its own: the tasks that notice faults belong to the leg that
     /// recovery tears down, and their cancellation must not cancel the recovery.
-    private func startRecovery(newConnection: Bool) {
+    private func startRecovery(newConnection: Bool, sessionAlive: Bool = false) {
         guard phase == .live, recoveryTask == nil else { return }
         recoveryTask = Task {
-            await self.recoverWithNewSession(newConnection: newConnection)
+            await self.recoverWithNewSession(newConnection: newConnection, sessionAlive: sessionAlive)
             self.recoveryFinished()
         }
     }
@@ -420,18 +447,19 @@ public actor CallSession {
 
     /// Rebuilds the call on a new session (and a new connection if the old one gave up), retrying
     /// with backoff until it works or the call is left.
-    private func recoverWithNewSession(newConnection: Bool) async {
+    private func recoverWithNewSession(newConnection: Bool, sessionAlive: Bool) async {
         guard phase == .live else { return }
         phase = .recovering
-        if !tracker.recoveryInProgress { tracker.recoveryStarted("new-session") }
+        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? "media" : "new-session") }
         if let old = leg {
             leg = nil
             for task in old.senderTasks { task.cancel() }
             for task in old.senderTasks { await task.value }
             previousSent += old.senders.reduce(0) { $0 + $1.sent.frames }
             previousEncryptionFailures += old.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
-            // The old session is gone: close its transports without waiting on Janus.
-            Task { await Self.close(old, politely: false) }
+            // A lost session: close its transports without waiting on Janus. A session that is
+            // still alive (its media failed): leave and destroy it, so that its feed goes.
+            Task { await Self.close(old, politely: sessionAlive) }
         }
         var needsConnection = newConnection
         var delay = Duration.milliseconds(250)
@@ -463,7 +491,7 @@ public actor CallSession {
                 }
                 leg = fresh
                 phase = .live
-                tracker.recoveryFinished(as: "new-session")
+                tracker.recoveryFinished(as: sessionAlive ? "media-rejoin" : "new-session")
                 logger.notice("call recovered with a new session", metadata: ["feed": "\(fresh.publisher.feedID)"])
                 return
             } catch {

@@ -162,4 +162,28 @@ import Testing
         await call.alice.leave()
         await call.bob.leave()
     }
+
+    @Test func afterALongOutageFailsICETheCallJoinsAgainOnANewSession() async throws {
+        let bed = try TestJanus.start()
+        defer { bed.stop() }
+        let call = try await Self.startCall(on: bed)
+        #expect(await Self.mediaFlowsBothWays(call) != nil, "media flows before the fault")
+        let feed = await call.alice.feedID
+        try bed.setLink(up: false)
+        try await Task.sleep(for: .seconds(12))
+        try bed.setLink(up: true)
+        let resumed = await Self.mediaFlowsBothWays(call, beyond: 5)
+        #expect(resumed != nil, "media flows again after the link came back")
+        print("link down 12 s: media both ways \(resumed.map { "\($0)" } ?? "never") after the link came back")
+        let kinds = await call.alice.status().recoveries.map(\.kind)
+        print("link down 12 s: recoveries \(kinds)")
+        #expect(
+            kinds.contains("media-rejoin") || kinds.contains("new-session"),
+            "ICE failed, so a new session: \(kinds)"
+        )
+        #expect(await call.alice.feedID != feed)
+        #expect(await Self.participant("2", of: call.alice)?.undecryptable == 0)
+        await call.alice.leave()
+        await call.bob.leave()
+    }
 }
