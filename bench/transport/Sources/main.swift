@@ -31,6 +31,12 @@ let measureSeconds = Double(environment["BENCH_SECONDS"] ?? "") ?? 10
 var logger = Logger(label: "bench")
 logger.logLevel = .error
 
+/// Prints a line at once (output to a file is otherwise buffered until exit).
+func report(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
 func cpuSeconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
@@ -42,7 +48,16 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
+/// Unblocks every signal on the calling thread, so that a child spawned from it starts with none
+/// blocked (`openssl speed` times itself with SIGALRM; the runtime's threads block signals).
+func unblockSignalsForChildren() {
+    var none = sigset_t()
+    sigfillset(&none)
+    pthread_sigmask(SIG_UNBLOCK, &none, nil)
+}
+
 func run(_ executable: String, _ arguments: [String]) throws -> String {
+    unblockSignalsForChildren()
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = [executable] + arguments
@@ -81,7 +96,7 @@ final class CountingObserver: CallMediaObserver {
 
 let bed = try JanusTestBed()
 defer { bed.stop() }
-print("Janus \(bed.webSocketURL) (namespace \(bed.namespace)); \(ProcessInfo.processInfo.activeProcessorCount) cores")
+report("Janus \(bed.webSocketURL) (namespace \(bed.namespace)); \(ProcessInfo.processInfo.activeProcessorCount) cores")
 let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
 let connection = try await JanusConnection.connect(to: bed.webSocketURL)
 let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
@@ -133,11 +148,11 @@ do {
     }
     samples.sort()
     if samples.isEmpty {
-        print("join to first video frame: no frame arrived")
+        report("join to first video frame: no frame arrived")
     } else {
         let p50 = samples[samples.count / 2]
         let p95 = samples[min(samples.count - 1, Int(Double(samples.count) * 0.95))]
-        print(
+        report(
             String(format: "join to first video frame: p50 %.0f ms, p95 %.0f ms over %d runs", p50, p95, samples.count)
         )
     }
@@ -183,7 +198,8 @@ for feeds in feedCounts {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
-            "ffmpeg", "-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy", "-ssrc",
+            "ffmpeg", "-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy",
+            "-ssrc",
             "1000",
             "-payload_type", "111", "-f", "rtp", target, "-map", "0:v", "-c", "copy", "-ssrc", "1010", "-payload_type",
             "96", "-f", "rtp", target,
@@ -214,7 +230,7 @@ for feeds in feedCounts {
     let endCounts = observer.counts.withLock { $0 }
     let feedSeconds = Double(feeds) * wall
     let megabits = Double(endCounts.bytes - startCounts.bytes) * 8 / 1e6 / wall
-    print(
+    report(
         String(
             format:
                 "%2d feeds: %.4f CPU-s per feed-second (%.2f%% of a core per feed), %.1f Mbit/s received, %d frames in %.1f s",
@@ -283,7 +299,7 @@ func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
 for (profile, cipher) in [(SRTPProfile.aeadAES128GCM, "aes-128-gcm"), (.aes128CMHMACSHA1_80, "aes-128-ctr")] {
     let ours = try unprotectMegabytesPerSecond(profile)
     let openssl = try opensslMegabytesPerSecond(cipher, bytes: 1024)
-    print(
+    report(
         String(
             format: "SRTP unprotect %@ (1212-byte packets): %.0f MB/s; openssl speed %@ (1 kB): %.0f MB/s; ratio %.2f",
             "\(profile)",
