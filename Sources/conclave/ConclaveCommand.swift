@@ -15,7 +15,9 @@ struct ConclaveCommand: AsyncParsableCommand {
         commandName: "conclave",
         abstract: "End-to-end encrypted group calls through a Janus VideoRoom, and their recording.",
         version: conclaveVersion,
-        subcommands: [RoomsCommand.self, KeysCommand.self]
+        subcommands: [
+            RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self, ConfigCommand.self,
+        ]
     )
 
     /// Runs the command line, after making sure SIGINT and SIGTERM can reach us.

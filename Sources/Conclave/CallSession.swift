@@ -1,0 +1,533 @@
+import ConclaveCore
+import ConclaveE2EE
+import ConclaveMedia
+import Foundation
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+
+/// Taking part in a call: publishes our sources (end-to-end encrypted when the call is),
+/// subscribes to every other participant through a ``RoomSubscription``, and recovers by itself.
+///
+/// Lifecycle: ``join()`` connects, checks the room, publishes and subscribes, or throws a
+/// ``CallError`` that says what is wrong. While in the call:
+/// - a dropped WebSocket is reconnected and the session `claim`ed by ``JanusConnection`` itself;
+///   the call only records the outage;
+/// - a lost session (Janus restarted, or the session expired: 458) starts a new session on the same
+///   (or a new) connection, publishes again in the same room with the same key and subscribes
+///   again; the new feed ids map to the same participants by their `"<userId>:"` display prefix.
+///   If Janus lost the room too (rooms created by API do not survive a restart), it is created
+///   again with the same id and codecs;
+/// - media that failed for good (ICE or DTLS failed after a long outage; there is no ICE restart
+///   yet) is handled the same way, after leaving and destroying the old session.
+/// ``leave()`` unpublishes, leaves, destroys the session and closes the connection.
+public actor CallSession {
+    /// What to join.
+    public struct Configuration: Sendable {
+        public var janusURL: String
+        public var connectionOptions: JanusConnection.Options
+        public var room: UInt64
+        public var callID: UInt64
+        /// Our display, `"<userId>:<name>"`.
+        public var display: String
+        /// The call's frame crypto, nil for a call without end-to-end encryption.
+        public var crypto: CallFrameCrypto?
+        public var transport: MediaTransport.Configuration
+        /// Accept a publisher with our user id already in the room (our own crashed instance, whose
+        /// session Janus has not yet timed out): set by `rejoin`.
+        public var allowEarlierInstance: Bool
+        /// How to create the room again if Janus lost it during the call.
+        public var roomOptions: VideoRoom.RoomOptions
+        /// A keyframe at least this often. Subscribers that join later (or resubscribe after a
+        /// recovery) cannot decode until the next keyframe, and a keyframe request does not always
+        /// reach us, so keyframes are also sent periodically and whenever a participant arrives.
+        public var keyframeInterval: Duration?
+
+        public init(
+            janusURL: String,
+            connectionOptions: JanusConnection.Options = .init(),
+            room: UInt64,
+            callID: UInt64,
+            display: String,
+            crypto: CallFrameCrypto?,
+            transport: MediaTransport.Configuration = .init(),
+            allowEarlierInstance: Bool = false,
+            roomOptions: VideoRoom.RoomOptions? = nil,
+            keyframeInterval: Duration? = .seconds(3)
+        ) {
+            self.janusURL = janusURL
+            self.connectionOptions = connectionOptions
+            self.room = room
+            self.callID = callID
+            self.display = display
+            self.crypto = crypto
+            self.transport = transport
+            self.allowEarlierInstance = allowEarlierInstance
+            self.roomOptions = roomOptions ?? VideoRoom.RoomOptions(room: room, videoCodecs: ["h264", "vp8"])
+            self.keyframeInterval = keyframeInterval
+        }
+    }
+
+    /// Where the call stands.
+    public enum Phase: String, Sendable {
+        case idle, connecting, live, recovering, leaving, left
+    }
+
+    /// One Janus session's worth of the call: what a lost session takes down and recovery rebuilds.
+    private struct Leg {
+        var generation: Int
+        var session: JanusSession
+        var publisher: Publisher
+        var senders: [MediaSender]
+        var senderTasks: [Task<Void, Never>]
+        var tasks: [Task<Void, Never>]
+        var subscription: RoomSubscription
+    }
+
+    public let configuration: Configuration
+    /// The status counters (also one of the observers).
+    public nonisolated let tracker: CallStatusTracker
+    private let sources: [RebasingFrameSource]
+    private let observers: [any CallMediaObserver]
+    private let arrivals = ArrivalObserver()
+    private let logger: Logger
+    private var connection: JanusConnection?
+    private var connectionTask: Task<Void, Never>?
+    private var recoveryTask: Task<Void, Never>?
+    private var leg: Leg?
+    private var generation = 0
+    private var phase: Phase = .idle
+    private var janusState = "closed"
+    private var previousSent = 0
+    private var previousEncryptionFailures = 0
+
+    /// - Parameters:
+    ///   - sources: what we send (at most one audio and one video source).
+    ///   - observers: receive everything the call receives (a recorder, a test); the status
+    ///     tracker is added in front.
+    public init(
+        configuration: Configuration,
+        sources: [RebasingFrameSource],
+        observers: [any CallMediaObserver] = [],
+        tracker: CallStatusTracker = CallStatusTracker(),
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.sources = sources
+        self.tracker = tracker
+        self.observers = [tracker, arrivals] + observers
+        var logger = logger
+        logger[metadataKey: "call"] = "\(configuration.callID)"
+        self.logger = logger
+    }
+
+    /// The phase now.
+    public var currentPhase: Phase { phase }
+
+    /// Our feed id now (it changes when the call recovers with a new session).
+    public var feedID: UInt64? { leg?.publisher.feedID }
+
+    /// Joins: connects, checks the room and that we are not already in it, publishes, subscribes.
+    public func join() async throws(CallError) {
+        phase = .connecting
+        arrivals.setHandler { [weak self] in
+            Task {
+                await self?.requestKeyframes()
+                try? await Task.sleep(for: .seconds(1))
+                await self?.requestKeyframes()
+            }
+        }
+        let url = configuration.janusURL
+        let connection: JanusConnection
+        do {
+            connection = try await JanusConnection.connect(
+                to: url,
+                options: configuration.connectionOptions,
+                logger: logger
+            )
+        } catch {
+            phase = .left
+            throw CallError.from(error, step: "connecting to Janus", url: url)
+        }
+        self.connection = connection
+        janusState = "connected"
+        watch(connection)
+        do {
+            leg = try await openLeg(on: connection, initial: true)
+        } catch {
+            connectionTask?.cancel()
+            await connection.close()
+            self.connection = nil
+            phase = .left
+            throw CallError.from(error, step: "joining the call", url: url)
+        }
+        phase = .live
+        logger.info("joined", metadata: ["room": "\(configuration.room)", "feed": "\(leg?.publisher.feedID ?? 0)"])
+    }
+
+    /// Leaves: stops sending, unpublishes and leaves the room, destroys the session, closes the
+    /// connection. Bounded: a Janus that no longer answers does not hold the exit up for long.
+    public func leave(within limit: Duration = .seconds(5)) async {
+        guard phase != .left else { return }
+        phase = .leaving
+        connectionTask?.cancel()
+        recoveryTask?.cancel()
+        let leg = self.leg
+        self.leg = nil
+        let connection = self.connection
+        let polite = Task {
+            if let leg { await Self.close(leg, politely: true) }
+            await connection?.close()
+        }
+        let deadline = Task {
+            try? await Task.sleep(for: limit)
+            polite.cancel()
+        }
+        await polite.value
+        deadline.cancel()
+        await connection?.close()
+        self.connection = nil
+        janusState = "closed"
+        phase = .left
+        logger.info("left the call")
+    }
+
+    /// A status snapshot; rates cover the time since the previous snapshot.
+    public func status() -> CallStatus {
+        var loss: [String: Double] = [:]
+        if let subscriber = leg?.subscription.subscriber {
+            let statistics = subscriber.statistics
+            var lost: [String: (Int64, UInt64)] = [:]
+            for stream in subscriber.streams {
+                guard let feed = stream.feedID, let numbers = statistics[stream.mid],
+                    let key = tracker.key(forFeed: feed)
+                else { continue }
+                let sum = lost[key] ?? (0, 0)
+                lost[key] = (sum.0 + max(0, numbers.lost), sum.1 + numbers.packets)
+            }
+            for (key, value) in lost where value.0 + Int64(value.1) > 0 {
+                loss[key] = Double(value.0) / Double(value.0 + Int64(value.1))
+            }
+        }
+        let snapshot = tracker.snapshot(loss: loss)
+        let sent = leg?.senders.reduce(0) { $0 + $1.sent.frames } ?? 0
+        let failures = leg?.senders.reduce(0) { $0 + $1.sent.encryptionFailures } ?? 0
+        return CallStatus(
+            elapsedMs: tracker.milliseconds(.now),
+            startedAtUnixMs: tracker.originUnixMs,
+            callId: String(configuration.callID),
+            room: String(configuration.room),
+            display: configuration.display,
+            state: phase.rawValue,
+            janus: janusState,
+            feed: leg?.publisher.feedID,
+            framesSent: previousSent + sent,
+            encryptionFailures: previousEncryptionFailures + failures,
+            recording: snapshot.recording,
+            participants: snapshot.participants,
+            recoveries: snapshot.recoveries
+        )
+    }
+
+    /// Drops the Janus WebSocket as a network failure would (fault drills and tests): the
+    /// connection reconnects and claims the session.
+    public func dropJanusConnectionForTesting() async {
+        await connection?.dropConnectionForTesting()
+    }
+
+    // MARK: Joining
+
+    private func openLeg(on connection: JanusConnection, initial: Bool) async throws -> Leg {
+        let session = try await connection.createSession()
+        do {
+            try await checkRoom(on: session, initial: initial)
+            let publisher = try await Publisher.publish(
+                on: session,
+                configuration: Publisher.Configuration(
+                    room: configuration.room,
+                    display: configuration.display,
+                    audio: sources.first { $0.codec.kind == .audio }?.codec,
+                    video: sources.first { $0.codec.kind == .video }?.codec,
+                    endToEndEncrypted: configuration.crypto != nil,
+                    transport: configuration.transport
+                ),
+                logger: logger
+            )
+            generation += 1
+            let generation = self.generation
+            var senders: [MediaSender] = []
+            var senderTasks: [Task<Void, Never>] = []
+            let logger = self.logger
+            for source in sources {
+                source.rebase()
+                let sender = MediaSender(
+                    source: source,
+                    encryptor: configuration.crypto?.makeEncryptor(codec: source.codec, senderID: publisher.feedID),
+                    publisher: publisher,
+                    logger: logger
+                )
+                senders.append(sender)
+                senderTasks.append(
+                    Task {
+                        do {
+                            try await sender.run(pacer: MediaPacer(mode: .realTime))
+                        } catch is CancellationError {
+                        } catch {
+                            logger.error(
+                                "sending stopped",
+                                metadata: ["codec": "\(sender.codec)", "error": "\(error)"]
+                            )
+                        }
+                    }
+                )
+            }
+            let requests = Task { [senders] in
+                for await codec in publisher.keyframeRequests {
+                    logger.debug("keyframe requested by Janus", metadata: ["codec": "\(codec)"])
+                    senders.first { $0.codec == codec }?.requestKeyframe()
+                }
+            }
+            let bitrates = Task { [senders] in
+                for await limit in publisher.bitrateLimits {
+                    senders.first { $0.codec.kind == .video }?.setBitrate(Int(clamping: limit))
+                }
+            }
+            let interval = configuration.keyframeInterval
+            let periodic = Task { [senders] in
+                guard let interval else { return }
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
+                }
+            }
+            let watchdog = Task { [weak self, publisher] in
+                // ICE or DTLS failed for good (a long outage): there is no ICE restart, so the call
+                // publishes and subscribes again on a new session.
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    guard let self else { return }
+                    let subscriberState = await self.subscriberTransportState()
+                    for state in [publisher.transport.state, subscriberState] {
+                        if case .failed(let reason) = state {
+                            await self.mediaFailed(reason, generation: generation)
+                            return
+                        }
+                    }
+                }
+            }
+            let events = Task { [weak self] in
+                for await event in session.events {
+                    await self?.sessionEvent(event, generation: generation)
+                }
+            }
+            let subscription = RoomSubscription(
+                session: session,
+                configuration: RoomSubscription.Configuration(
+                    room: configuration.room,
+                    ownFeedID: publisher.feedID,
+                    crypto: configuration.crypto,
+                    transport: configuration.transport
+                ),
+                initialPublishers: publisher.initialPublishers,
+                roomEvents: publisher.roomEvents,
+                observers: observers,
+                logger: logger
+            )
+            return Leg(
+                generation: generation,
+                session: session,
+                publisher: publisher,
+                senders: senders,
+                senderTasks: senderTasks,
+                tasks: [requests, bitrates, periodic, watchdog, events],
+                subscription: subscription
+            )
+        } catch {
+            try? await session.destroy()
+            throw error
+        }
+    }
+
+    /// Checks that the room exists (recreating it during recovery) and that our user id is not
+    /// already publishing there.
+    private func checkRoom(on session: JanusSession, initial: Bool) async throws {
+        let probe = try await VideoRoomHandle.attach(to: session)
+        defer { Task { try? await probe.handle.detach() } }
+        if try await !probe.roomExists(configuration.room) {
+            guard !initial else { throw CallError.roomNotFound(room: configuration.room, url: configuration.janusURL) }
+            logger.notice("the room is gone from Janus; creating it again", metadata: ["room": "\(configuration.room)"])
+            do {
+                _ = try await probe.createRoom(configuration.roomOptions)
+            } catch let error as JanusClientError where error.janusError?.code == JanusError.videoRoomRoomExists {
+                // Another participant recreated it first.
+            }
+            return
+        }
+        guard initial, !configuration.allowEarlierInstance,
+            let userID = ParticipantDisplay(parsing: configuration.display).userID
+        else { return }
+        let participants = try await probe.listParticipants(room: configuration.room)
+        if let earlier = participants.first(where: {
+            $0.isPublisher && $0.display.flatMap { ParticipantDisplay(parsing: $0).userID } == userID
+        }) {
+            throw CallError.participantAlreadyPresent(userID: userID, feed: earlier.id, room: configuration.room)
+        }
+    }
+
+    private func subscriberTransportState() -> MediaTransportState {
+        leg?.subscription.subscriber?.transport.state ?? .new
+    }
+
+    private func mediaFailed(_ reason: String, generation: Int) {
+        guard generation == leg?.generation, phase == .live else { return }
+        logger.warning("media transport failed; joining again on a new session", metadata: ["reason": "\(reason)"])
+        startRecovery(newConnection: false, sessionAlive: true)
+    }
+
+    /// Asks our video senders for a keyframe (someone new will subscribe to us).
+    private func requestKeyframes() {
+        for sender in leg?.senders ?? [] where sender.codec.kind == .video { sender.requestKeyframe() }
+    }
+
+    // MARK: Recovery
+
+    private func watch(_ connection: JanusConnection) {
+        connectionTask?.cancel()
+        connectionTask = Task { [weak self] in
+            for await state in connection.states {
+                await self?.connectionState(state, of: connection)
+            }
+        }
+    }
+
+    private func connectionState(_ state: JanusConnection.State, of connection: JanusConnection) async {
+        guard connection === self.connection, phase == .live || phase == .recovering else { return }
+        switch state {
+        case .connected:
+            janusState = "connected"
+        case .reconnecting(let attempt):
+            janusState = "reconnecting"
+            if attempt <= 1, !tracker.recoveryInProgress {
+                logger.notice("Janus connection dropped; reconnecting")
+                tracker.recoveryStarted("claim")
+            }
+        case .reconnected:
+            janusState = "connected"
+        case .closed(let error):
+            janusState = "closed"
+            logger.warning("Janus connection closed", metadata: ["error": "\(error.map(\.message) ?? "none")"])
+            startRecovery(newConnection: true)
+        }
+    }
+
+    private func sessionEvent(_ event: JanusSession.Event, generation: Int) async {
+        guard generation == leg?.generation, phase == .live else { return }
+        switch event {
+        case .reclaimed:
+            logger.notice("Janus session claimed on the new connection")
+            tracker.recoveryFinished(as: "claim")
+        case .lost(let error):
+            logger.warning("Janus session lost; starting a new one", metadata: ["error": "\(error.message)"])
+            startRecovery(newConnection: false)
+        }
+    }
+
+    /// Runs recovery in a task of its own: the tasks that notice faults belong to the leg that
+    /// recovery tears down, and their cancellation must not cancel the recovery.
+    private func startRecovery(newConnection: Bool, sessionAlive: Bool = false) {
+        guard phase == .live, recoveryTask == nil else { return }
+        recoveryTask = Task {
+            await self.recoverWithNewSession(newConnection: newConnection, sessionAlive: sessionAlive)
+            self.recoveryFinished()
+        }
+    }
+
+    private func recoveryFinished() { recoveryTask = nil }
+
+    /// Rebuilds the call on a new session (and a new connection if the old one gave up), retrying
+    /// with backoff until it works or the call is left.
+    private func recoverWithNewSession(newConnection: Bool, sessionAlive: Bool) async {
+        guard phase == .live else { return }
+        phase = .recovering
+        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? "media" : "new-session") }
+        if let old = leg {
+            leg = nil
+            for task in old.senderTasks { task.cancel() }
+            for task in old.senderTasks { await task.value }
+            previousSent += old.senders.reduce(0) { $0 + $1.sent.frames }
+            previousEncryptionFailures += old.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
+            // A lost session: close its transports without waiting on Janus. A session that is
+            // still alive (its media failed): leave and destroy it, so that its feed goes.
+            Task { await Self.close(old, politely: sessionAlive) }
+        }
+        var needsConnection = newConnection
+        var delay = Duration.milliseconds(250)
+        while phase == .recovering {
+            do {
+                if needsConnection || self.connection == nil {
+                    let old = self.connection
+                    self.connection = nil
+                    if let old { Task { await old.close() } }
+                    let fresh = try await JanusConnection.connect(
+                        to: configuration.janusURL,
+                        options: configuration.connectionOptions,
+                        logger: logger
+                    )
+                    guard phase == .recovering else {
+                        await fresh.close()
+                        return
+                    }
+                    self.connection = fresh
+                    janusState = "connected"
+                    watch(fresh)
+                    needsConnection = false
+                }
+                guard let connection else { continue }
+                let fresh = try await openLeg(on: connection, initial: false)
+                guard phase == .recovering else {
+                    await Self.close(fresh, politely: true)
+                    return
+                }
+                leg = fresh
+                phase = .live
+                tracker.recoveryFinished(as: sessionAlive ? "media-rejoin" : "new-session")
+                logger.notice("call recovered with a new session", metadata: ["feed": "\(fresh.publisher.feedID)"])
+                return
+            } catch {
+                logger.info("recovery attempt failed", metadata: ["error": "\(error)", "retry": "\(delay)"])
+                if janusState == "closed" { needsConnection = true }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
+    }
+
+    private static func close(_ leg: Leg, politely: Bool) async {
+        for task in leg.senderTasks { task.cancel() }
+        for task in leg.senderTasks { await task.value }
+        for task in leg.tasks { task.cancel() }
+        if politely {
+            await leg.publisher.leave()
+            await leg.subscription.close()
+            try? await leg.session.destroy()
+        } else {
+            await leg.subscription.close()
+            await leg.publisher.close()
+            leg.session.stopKeepalive()
+        }
+    }
+}
+
+/// Calls a handler when a participant arrives (the call then sends a keyframe for their new
+/// subscription).
+final class ArrivalObserver: CallMediaObserver {
+    private let handler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    func setHandler(_ body: @escaping @Sendable () -> Void) { handler.withLock { $0 = body } }
+
+    func participantJoined(feedID: UInt64, display: String?) { handler.withLock { $0 }?() }
+    func participantLeft(feedID: UInt64) {}
+    func received(_ media: ReceivedMedia) {}
+    func senderReport(_ report: SubscribedSenderReport) {}
+}

@@ -1,0 +1,422 @@
+import ArgumentParser
+import Conclave
+import ConclaveCore
+import ConclaveE2EE
+import ConclaveICE
+import ConclaveKeyStore
+import Foundation
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `conclave join`: take part in a call until Ctrl-C, SIGTERM or `--duration`.
+struct JoinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "join",
+        abstract: "Join an end-to-end encrypted call: publish, subscribe to everyone, decrypt.",
+        discussion: """
+            The call is named by --invitation (an invitation file from 'conclave call create' or another \
+            tool), or by --room and --call-id with the call key already in the key store. Flags override \
+            the invitation, which overrides the configuration file. Leave with Ctrl-C or SIGTERM (or \
+            --duration): Conclave unpublishes, leaves and destroys its Janus session, then exits 0.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var janus: JanusOptions
+    @OptionGroup var call: CallOptions
+
+    @Option(help: "The invitation file (ECall fields plus janusUrl and crypto).")
+    var invitation: String?
+
+    @Option(help: "The room id (default: the invitation's).")
+    var room: UInt64?
+
+    @Option(name: .customLong("call-id"), help: "The call id (default: the invitation's).")
+    var callID: UInt64?
+
+    @Option(help: "Our display, USERID:NAME (default: the invitation's recipient).")
+    var display: String?
+
+    @Option(
+        help: "Media crypto: ecall, sframe or none (default: the invitation's, else the configuration's, else ecall)."
+    )
+    var crypto: String?
+
+    func run() async throws {
+        let settings = try call.loadConfiguration()
+        let logger = global.makeLogger()
+        let parsedInvitation: CallInvitation?
+        do {
+            parsedInvitation = try invitation.map { path throws(InvitationError) in try CallInvitation.read(from: path)
+            }
+        } catch {
+            throw CallCommandError(error.description)
+        }
+        guard let callID = callID ?? parsedInvitation?.callID else {
+            throw ValidationError("no call: pass --invitation FILE, or --call-id and --room")
+        }
+        guard let room = room ?? parsedInvitation?.roomID else {
+            throw ValidationError("no room: pass --invitation FILE or --room")
+        }
+        let choice = try CallOptions.cryptoChoice(
+            crypto ?? parsedInvitation?.crypto?.rawValue ?? settings.crypto?.rawValue ?? "ecall"
+        )
+        let store = KeyStore(
+            dataDirectory: try KeyStoreAccess.run {
+                try DataDirectory.resolve(override: global.dataDirectory ?? settings.dataDirectory)
+            }
+        )
+
+        // The key: opened (never stored) before anything else happens, so a bad invitation leaves
+        // the key store as it was.
+        var key: CallKey?
+        var storedRecord: CallKeyRecord?
+        if let format = choice.format {
+            let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
+            if let parsedInvitation, let path = invitation {
+                do {
+                    key = try parsedInvitation.openKey(with: identity, path: path)
+                } catch {
+                    throw CallCommandError(error.description)
+                }
+            } else {
+                storedRecord = try KeyStoreAccess.run { try store.calls.record(for: callID) }
+                guard let storedRecord else {
+                    throw CallCommandError(
+                        "no key stored for call \(callID) in \(store.keysDirectory.path): pass --invitation FILE (or --crypto none)"
+                    )
+                }
+                key = try KeyStoreAccess.run { try KeyWrapping.unwrap(storedRecord.wrappedKey, with: identity) }
+            }
+            _ = format
+        }
+        guard
+            let chosenDisplay = display ?? parsedInvitation?.recipient?.display ?? storedRecord?.display
+        else {
+            throw ValidationError("no display: pass --display USERID:NAME")
+        }
+        let url =
+            janus.url ?? parsedInvitation?.janusURL ?? ProcessInfo.processInfo.environment["CONCLAVE_JANUS_URL"]
+            ?? settings.janusURL
+        guard let url else {
+            throw ValidationError(
+                "no Janus URL: pass --janus ws://HOST:8188, use an invitation, or set CONCLAVE_JANUS_URL"
+            )
+        }
+
+        let runner = CallRunner(
+            options: call,
+            settings: settings,
+            janus: janus,
+            janusURL: url,
+            room: room,
+            callID: callID,
+            display: CallOptions.normalizedDisplay(chosenDisplay),
+            crypto: choice,
+            key: key,
+            allowEarlierInstance: false,
+            logger: logger
+        )
+        try await runner.run { session in
+            // Stored only once the call is joined: a refused join leaves the key store untouched.
+            guard let parsedInvitation, choice.format != nil else {
+                if choice.format != nil {
+                    try? store.calls.storeRejoinDetails(
+                        for: callID,
+                        janusURL: url,
+                        room: room,
+                        display: CallOptions.normalizedDisplay(chosenDisplay),
+                        cryptoFormat: choice.format
+                    )
+                }
+                return
+            }
+            do {
+                try store.calls.storeWrappedKey(parsedInvitation.encryptedAESKey, for: callID)
+                try store.calls.storeRejoinDetails(
+                    for: callID,
+                    janusURL: url,
+                    room: room,
+                    display: CallOptions.normalizedDisplay(chosenDisplay),
+                    cryptoFormat: choice.format
+                )
+            } catch {
+                logger.warning("could not store the call key for rejoin", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// The media, status, ICE and lifetime options `join` and `rejoin` share.
+struct CallOptions: ParsableArguments {
+    @Option(help: "Configuration file (default: $CONCLAVE_CONFIG or ~/.config/conclave/conclave.json if present).")
+    var config: String?
+
+    @Option(help: "Audio to send: tone, a media file, or none.")
+    var audio: String = "tone"
+
+    @Option(help: "Video to send: pattern, a media file, or none.")
+    var video: String = "pattern"
+
+    @Option(help: "Video codec to send: h264 (ECall) or vp8.")
+    var codec: MediaCodec?
+
+    @Option(help: "Video width of the pattern or of transcoded files.")
+    var width: Int?
+
+    @Option(help: "Video height.")
+    var height: Int?
+
+    @Option(help: "Video frame rate.")
+    var fps: Int?
+
+    @Option(name: .customLong("video-bitrate"), help: "Video bitrate, bits per second.")
+    var videoBitrate: Int?
+
+    @Option(help: "Record the call into this folder.")
+    var record: String?
+
+    @Option(help: "Leave after this many seconds.")
+    var duration: Double?
+
+    @Option(help: "Status output: tty (a live table), json (one line per second), none (logs only).")
+    var status: StatusMode?
+
+    @Option(
+        name: .customLong("ice-address"),
+        help: "Local address to gather ICE candidates on (repeat; default $CONCLAVE_ICE_ADDRESS, else every interface)."
+    )
+    var iceAddresses: [String] = []
+
+    @Option(help: "STUN server, host[:port].")
+    var stun: String?
+
+    @Option(help: "TURN server, turn:host[:port][?transport=udp|tcp] or turns:host[:port] (repeat).")
+    var turn: [String] = []
+
+    @Option(name: .customLong("turn-credentials"), help: "TURN username:password for every --turn.")
+    var turnCredentials: String?
+
+    enum StatusMode: String, ExpressibleByArgument {
+        case tty, json, none
+    }
+
+    /// The configuration file named by `--config`, or the default one if it exists.
+    func loadConfiguration() throws -> ConclaveConfiguration {
+        if let config {
+            do {
+                return try ConfigurationFile.load(path: config)
+            } catch {
+                throw CallCommandError(error.description)
+            }
+        }
+        guard let path = ConfigurationFile.defaultPath(), FileManager.default.fileExists(atPath: path) else {
+            return ConclaveConfiguration()
+        }
+        do {
+            return try ConfigurationFile.load(path: path)
+        } catch {
+            throw CallCommandError(error.description)
+        }
+    }
+
+    static func cryptoChoice(_ text: String) throws -> CallCryptoChoice {
+        guard let choice = CallCryptoChoice(rawValue: text) else {
+            throw ValidationError("--crypto: expected ecall, sframe or none, got \(text)")
+        }
+        return choice
+    }
+
+    /// `"<userId>:<name>"`; a display without a user id gets its name as user id.
+    static func normalizedDisplay(_ display: String) -> String {
+        ParticipantDisplay(parsing: display).userID == nil ? "\(display):\(display)" : display
+    }
+
+    func transport(_ settings: ConclaveConfiguration) throws -> MediaTransport.Configuration {
+        var addresses = iceAddresses
+        if addresses.isEmpty, let address = ProcessInfo.processInfo.environment["CONCLAVE_ICE_ADDRESS"],
+            !address.isEmpty
+        {
+            addresses = [address]
+        }
+        if addresses.isEmpty { addresses = settings.iceAddresses }
+        var configuration = MediaTransport.Configuration(
+            localAddresses: addresses,
+            stunServer: settings.stunServer,
+            turnServers: settings.turnServers
+        )
+        do {
+            if let stun { configuration.stunServer = try ICEServerText.stun(stun) }
+            if !turn.isEmpty {
+                let parts = turnCredentials?.split(separator: ":", maxSplits: 1).map(String.init) ?? []
+                configuration.turnServers = try turn.map {
+                    try ICEServerText.turn($0, username: parts.first ?? "", password: parts.count > 1 ? parts[1] : "")
+                }
+            }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        return configuration
+    }
+}
+
+extension MediaCodec: ExpressibleByArgument {}
+
+/// Runs a call from the command line: sources, session, signals, status output, leaving.
+struct CallRunner {
+    var options: CallOptions
+    var settings: ConclaveConfiguration
+    var janus: JanusOptions
+    var janusURL: String
+    var room: UInt64
+    var callID: UInt64
+    var display: String
+    var crypto: CallCryptoChoice
+    var key: CallKey?
+    var allowEarlierInstance: Bool
+    var logger: Logger
+
+    /// Joins, calls `joined` once in the call, runs until a signal or the duration, leaves.
+    func run(joined: (CallSession) async throws -> Void) async throws {
+        let origin = ContinuousClock.now
+        let stop = StopSignals()
+        if options.record != nil {
+            throw CallCommandError("--record is not available in this build of conclave (use 'conclave record')")
+        }
+        // Observers of everything the call receives; the recorder joins this list.
+        let observers: [any CallMediaObserver] = []
+
+        let codec = options.codec ?? settings.videoCodec ?? .h264
+        guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
+        let videoSettings = CallVideoSettings(
+            codec: codec,
+            width: options.width ?? settings.videoWidth ?? 640,
+            height: options.height ?? settings.videoHeight ?? 480,
+            frameRate: options.fps ?? settings.videoFrameRate ?? 15,
+            bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000
+        )
+        var sources: [RebasingFrameSource] = []
+        do {
+            if let audio = try CallMediaSources.audio(
+                CallMediaChoice(options.audio, generatedName: "tone"),
+                bitrate: settings.audioBitrate ?? 32_000
+            ) {
+                sources.append(audio)
+            }
+            if let video = try CallMediaSources.video(
+                CallMediaChoice(options.video, generatedName: "pattern"),
+                settings: videoSettings
+            ) {
+                sources.append(video)
+            }
+        } catch {
+            throw CallCommandError("cannot open the media to send: \(error)")
+        }
+
+        var frameCrypto: CallFrameCrypto?
+        if let format = crypto.format, let key {
+            let crypto = CallFrameCrypto(callID: callID, format: format, logger: logger)
+            crypto.keyRing.install(key, epoch: 0)
+            frameCrypto = crypto
+        }
+        var connectionOptions = janus.connectionOptions()
+        if janus.apiSecret == nil, connectionOptions.apiSecret == nil {
+            connectionOptions.apiSecret = settings.apiSecret
+        }
+        if janus.token == nil, connectionOptions.token == nil { connectionOptions.token = settings.token }
+        if janus.caFile == nil, let caFile = settings.caFile { connectionOptions.tls = TLSOptions(caFile: caFile) }
+
+        let session = CallSession(
+            configuration: CallSession.Configuration(
+                janusURL: janusURL,
+                connectionOptions: connectionOptions,
+                room: room,
+                callID: callID,
+                display: display,
+                crypto: frameCrypto,
+                transport: try options.transport(settings),
+                allowEarlierInstance: allowEarlierInstance,
+                roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"])
+            ),
+            sources: sources,
+            observers: observers,
+            tracker: CallStatusTracker(origin: origin),
+            logger: logger
+        )
+        let mode = options.status ?? (isatty(STDOUT_FILENO) == 1 ? .tty : .none)
+        do {
+            try await session.join()
+        } catch {
+            throw CallCommandError(error.description)
+        }
+        try await joined(session)
+
+        let printer = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if Task.isCancelled { return }
+                Self.show(await session.status(), mode: mode)
+            }
+        }
+        let reason = await stop.wait(duration: options.duration)
+        logger.info("leaving", metadata: ["reason": "\(reason)"])
+        printer.cancel()
+        let final = await session.status()
+        await session.leave()
+        var last = final
+        last.state = await session.currentPhase.rawValue
+        last.janus = "closed"
+        Self.show(last, mode: mode)
+        if mode == .tty { print("") }
+    }
+
+    private static func show(_ status: CallStatus, mode: CallOptions.StatusMode) {
+        switch mode {
+        case .json: print(status.jsonLine())
+        case .tty: print("\u{1B}[H\u{1B}[2J" + status.terminalText())
+        case .none: return
+        }
+        fflush(nil)
+    }
+}
+
+/// The signal that asked us to leave, 0 until one did. Written by the signal handler (which may
+/// only do async-signal-safe work: one atomic store), read by ``StopSignals/wait(duration:)``.
+private let receivedStopSignal = Atomic<Int32>(0)
+
+/// SIGINT and SIGTERM, turned from process-killing signals into a request to leave.
+///
+/// A plain handler rather than a dispatch signal source: a dispatch source only sees signals that
+/// stay blocked in every thread, and the main thread unblocks SIGINT and SIGTERM at start.
+final class StopSignals {
+    init() {
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { received in receivedStopSignal.store(received, ordering: .relaxed) }
+        }
+    }
+
+    /// Waits for a signal or the duration; returns why it stopped.
+    func wait(duration: Double?) async -> String {
+        let start = ContinuousClock.now
+        let limit = duration.map { Duration.milliseconds(Int($0 * 1000)) }
+        while true {
+            let number = receivedStopSignal.load(ordering: .relaxed)
+            if number != 0 { return number == SIGINT ? "interrupt" : "terminate" }
+            if let limit, ContinuousClock.now - start >= limit { return "duration" }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+/// An error shown as its message alone (exit status 1).
+struct CallCommandError: Error, CustomStringConvertible {
+    var message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}

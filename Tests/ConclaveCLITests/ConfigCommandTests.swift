@@ -1,0 +1,37 @@
+import ConclaveTestSupport
+import Foundation
+import Testing
+
+@Suite struct ConfigCommandTests {
+    @Test func theExampleIsValid() throws {
+        let example = TestPaths.packageRoot.appendingPathComponent("config/conclave.example.json").path
+        let result = try conclave(["config", "check", example])
+        #expect(result.succeeded, "\(result.errorOutput)")
+        #expect(result.output.contains("valid"))
+    }
+
+    @Test func problemsAreListedWithTheirKeysAndFailTheCheck() throws {
+        let directory = try TestPaths.temporaryDirectory("conclave-config")
+        let file = directory.appendingPathComponent("bad.json")
+        try Data(#"{"janus": {"url": "localhost:8188"}, "video": {"codec": "vp9"}, "crypto": "aes"}"#.utf8).write(
+            to: file
+        )
+        let result = try conclave(["config", "check", file.path])
+        #expect(result.status != 0)
+        for key in ["janus.url", "video.codec", "crypto"] {
+            #expect(result.errorOutput.contains("\(file.path): \(key):"), "\(result.errorOutput)")
+        }
+        let missing = try conclave(["config", "check", directory.appendingPathComponent("none.json").path])
+        #expect(missing.status != 0)
+        #expect(missing.errorOutput.contains("cannot read the file"))
+    }
+
+    @Test func joinRefusesAnInvalidConfiguration() throws {
+        let directory = try TestPaths.temporaryDirectory("conclave-config")
+        let file = directory.appendingPathComponent("bad.json")
+        try Data(#"{"ice": {"stun": "host:0"}}"#.utf8).write(to: file)
+        let result = try conclave(["join", "--config", file.path, "--room", "1", "--call-id", "1", "--crypto", "none"])
+        #expect(result.status != 0)
+        #expect(result.errorOutput.contains("ice.stun"), "\(result.errorOutput)")
+    }
+}

@@ -1,0 +1,78 @@
+import Conclave
+import ConclaveCore
+import ConclaveTestSupport
+import Foundation
+import Testing
+
+@Suite struct ConfigurationTests {
+    @Test func theExampleConfigurationIsValidAndReadsEveryKey() throws {
+        let path = TestPaths.packageRoot.appendingPathComponent("config/conclave.example.json").path
+        let configuration = try ConfigurationFile.load(path: path)
+        #expect(configuration.janusURL == "ws://127.0.0.1:8188")
+        #expect(configuration.stunServer?.port == 3478)
+        #expect(configuration.turnServers.count == 1)
+        #expect(configuration.crypto == .ecall)
+        #expect(configuration.videoCodec == .h264)
+        #expect(configuration.videoFrameRate == 15)
+        #expect(configuration.audioBitrate == 32000)
+    }
+
+    @Test func everyProblemIsReportedWithItsKeyPath() {
+        let text = """
+            {
+              "janus": {"url": "http://example.org", "timeoutSeconds": -1, "apiSecert": "x"},
+              "ice": {"addresses": ["198.18.0.2", "not-an-address"], "stun": "stun.example.org:99999",
+                      "turn": [{"url": "turn:relay.example.org:3478"}, {"url": "relay.example.org"}]},
+              "crypto": "rot13",
+              "video": {"codec": "opus", "width": 641, "frameRate": "fast"},
+              "audio": {"bitrate": 1},
+              "extra": true
+            }
+            """
+        let (_, issues) = ConfigurationFile.parse(Data(text.utf8))
+        let paths = Set(issues.map(\.keyPath))
+        for expected in [
+            "janus.url", "janus.timeoutSeconds", "janus.apiSecert", "ice.addresses[1]", "ice.stun", "ice.turn[1].url",
+            "crypto", "video.codec", "video.width", "video.frameRate", "audio.bitrate", "extra",
+        ] {
+            #expect(paths.contains(expected), "expected an issue at \(expected); got \(issues)")
+        }
+        #expect(!paths.contains("ice.turn[0].url"), "a TURN URL with no credentials is fine")
+        #expect(
+            issues.first { $0.keyPath == "janus.apiSecert" }?.problem.contains("apiSecret") == true,
+            "typos get a suggestion"
+        )
+    }
+
+    @Test func brokenJSONIsOneIssueAtTheTop() {
+        let (_, issues) = ConfigurationFile.parse(Data("{\"janus\": ".utf8))
+        #expect(issues.count == 1)
+        #expect(issues.first?.keyPath == "")
+        #expect(issues.first?.problem.hasPrefix("not valid JSON") == true)
+    }
+
+    @Test func stunAndTurnServerText() throws {
+        let stun = try ICEServerText.stun("stun:198.18.0.1:3479")
+        #expect(stun.address == "198.18.0.1" && stun.port == 3479)
+        let turn = try ICEServerText.turn("turn:relay:5000?transport=tcp", username: "u", password: "p")
+        #expect(turn.address == "relay" && turn.port == 5000 && turn.transport == .tcp)
+        #expect(try ICEServerText.turn("turns:relay", username: "u", password: "p").transport == .tls)
+        #expect(throws: ICEServerTextError.self) { try ICEServerText.turn("stun:relay", username: "", password: "") }
+        #expect(throws: ICEServerTextError.self) { try ICEServerText.stun("host:0") }
+    }
+
+    @Test func randomConfigurationsNeverCrash() {
+        var random = SeededGenerator(seed: 0xC0_4F16)
+        let fragments = [
+            "{", "}", "[", "]", ",", ":", "\"janus\"", "\"url\"", "\"ice\"", "\"turn\"", "\"video\"", "1", "-3",
+            "\"x\"", "null", "true", "\"ws://h:1\"", "\"width\"", "99999999999999999999",
+        ]
+        for _ in 0..<3000 {
+            let text = (0..<Int.random(in: 0...30, using: &random)).map { _ in
+                fragments[Int.random(in: 0..<fragments.count, using: &random)]
+            }.joined()
+            let (_, issues) = ConfigurationFile.parse(Data(text.utf8))
+            for issue in issues { #expect(!issue.problem.isEmpty) }
+        }
+    }
+}
