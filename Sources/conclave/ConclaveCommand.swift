@@ -16,7 +16,8 @@ struct ConclaveCommand: AsyncParsableCommand {
         abstract: "End-to-end encrypted group calls through a Janus VideoRoom, and their recording.",
         version: conclaveVersion,
         subcommands: [
-            RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self, ConfigCommand.self,
+            RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self,
+            ConfigCommand.self,
         ]
     )
 
