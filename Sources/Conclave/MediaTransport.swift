@@ -318,11 +318,15 @@ public final class MediaTransport: Sendable {
         }
         guard let dtls else { return }
         setState(.handshaking, onlyFrom: [.new, .connecting])
-        do {
-            try dtls.start()
-        } catch {
-            setState(.failed("DTLS: \(error)"), onlyFrom: nil)
-            return
+        // As the DTLS server, the peer's ClientHello may already have arrived (its ICE can finish
+        // before ours reports it) and started the handshake; then there is nothing to start.
+        if dtls.state == .new {
+            do {
+                try dtls.start()
+            } catch {
+                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                return
+            }
         }
         // Drive retransmissions until the handshake ends.
         track(

@@ -141,7 +141,18 @@ do {
         while observer.counts.withLock({ $0.firstVideo }) == nil, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))
         }
-        if let first = observer.counts.withLock({ $0.firstVideo }) { samples.append(seconds(first - start) * 1000) }
+        if let first = observer.counts.withLock({ $0.firstVideo }) {
+            samples.append(seconds(first - start) * 1000)
+        } else if environment["BENCH_LOG"] != nil {
+            let streams = subscription.subscriber?.statistics ?? [:]
+            for (mid, stats) in streams.sorted(by: { $0.key < $1.key }) {
+                report(
+                    "no video: mid \(mid) packets \(stats.packets) assembled \(stats.framesAssembled) "
+                        + "dropped \(stats.framesDropped) PLI \(stats.pliSent)"
+                )
+            }
+            report("publisher: \(publisher.statistics.map { "\($0.codec) PLI \($0.pliReceived)" })")
+        }
         await subscription.close()
         await listener.leave()
         try? await session.destroy()
