@@ -1,0 +1,2 @@
+/// Placeholder until the module has code of its own.
+enum ConclavePlaceholder {}
