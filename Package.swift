@@ -140,26 +140,34 @@ let package = Package(
 
         .executableTarget(
             name: "bench-transport",
-            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "JanusClient", "JanusTestBed"],
+            dependencies: [
+                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol",
+                "JanusTestBed",
+            ],
             path: "bench/transport/Sources"
         ),
         .executableTarget(
             name: "bench-recorder",
-            dependencies: ["Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed"],
+            dependencies: [
+                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed",
+            ],
             path: "bench/recorder/Sources"
         ),
 
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
-        .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol"]),
+        .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP"]),
-        .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP"]),
+        .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP", "ConclaveCore", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP", "ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
-        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE"]),
-        .testTarget(name: "ConclaveDTLSTests", dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE"]),
+        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "ConclaveDTLSTests",
+            dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport"]
+        ),
         .testTarget(
             name: "ConclaveMediaTests",
             dependencies: [
@@ -171,8 +179,9 @@ let package = Package(
         .testTarget(
             name: "ConclaveTests",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "JanusClient", "JanusProtocol",
-                "ConclaveTestSupport",
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX",
+                "ConclaveOpus",
+                "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport",
             ]
         ),
         .testTarget(

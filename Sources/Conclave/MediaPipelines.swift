@@ -85,7 +85,10 @@ public final class MediaSender: @unchecked Sendable {
                 outgoing = try encryptor.encrypt(frame)
             } catch {
                 statistics.withLock { $0.encryptionFailures += 1 }
-                logger.debug("frame not sent: encryption failed", metadata: ["codec": "\(frame.codec)", "error": "\(error)"])
+                logger.debug(
+                    "frame not sent: encryption failed",
+                    metadata: ["codec": "\(frame.codec)", "error": "\(error)"]
+                )
                 return
             }
         }

@@ -240,6 +240,34 @@ public final class Publisher: Sendable {
         for packet in packets { transport.sendRTP(packet) }
     }
 
+    /// Send-side counters of one published stream.
+    public struct StreamStatistics: Sendable, Hashable {
+        public var codec: MediaCodec
+        public var packets: UInt32
+        public var bytes: UInt32
+        public var retransmitted: UInt64
+        public var pliReceived: UInt64
+        public var firReceived: UInt64
+    }
+
+    /// Counters per published stream (audio, video).
+    public var statistics: [StreamStatistics] {
+        state.withLock { state in
+            [state.audio, state.video].compactMap { track in
+                track.map {
+                    StreamStatistics(
+                        codec: $0.codec,
+                        packets: $0.sender.sequencer.packetCount,
+                        bytes: $0.sender.sequencer.octetCount,
+                        retransmitted: $0.sender.retransmitted,
+                        pliReceived: $0.sender.pliReceived,
+                        firReceived: $0.sender.firReceived
+                    )
+                }
+            }
+        }
+    }
+
     /// Stops publishing and leaves the room, then closes the PeerConnection.
     public func leave() async {
         try? await handle.unpublish()

@@ -153,12 +153,25 @@ public final class JanusTestBed: @unchecked Sendable {
         try Self.ip(["netns", "exec", namespace] + arguments)
     }
 
-    /// Drops `percent` % of the packets Janus receives and sends, at random, inside the namespace.
-    public func dropPackets(percent: Int) throws {
+    /// Which packets an impairment applies to, seen from Janus.
+    public enum Direction: Sendable, Hashable {
+        /// Packets arriving at Janus (publishers' media, subscribers' RTCP).
+        case toJanus
+        /// Packets Janus sends (media to subscribers, RTCP to publishers).
+        case fromJanus
+        /// Both.
+        case both
+    }
+
+    /// Drops `percent` % of the packets in `direction`, at random (nftables inside the namespace).
+    public func dropPackets(percent: Int, direction: Direction = .both) throws {
+        let rule = "numgen random mod 100 < \(percent) drop;"
+        let input = direction == .fromJanus ? "" : rule
+        let output = direction == .toJanus ? "" : rule
         let rules = """
             table inet conclave_impair {
-              chain input { type filter hook input priority 0; policy accept; numgen random mod 100 < \(percent) drop; }
-              chain output { type filter hook output priority 0; policy accept; numgen random mod 100 < \(percent) drop; }
+              chain input { type filter hook input priority 0; policy accept; \(input) }
+              chain output { type filter hook output priority 0; policy accept; \(output) }
             }
             """
         let file = directory.appendingPathComponent("impair.nft")

@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import Testing
 
 @testable import ConclaveDTLS

@@ -1,5 +1,6 @@
 import ConclaveDTLS
 import ConclaveSRTP
+import ConclaveTestSupport
 import Testing
 
 /// Keys from a real in-memory DTLS handshake, then SRTP in both directions.

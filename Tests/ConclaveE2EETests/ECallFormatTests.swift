@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveTestSupport
 import Crypto
 import Testing
 

@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveTestSupport
 import Testing
 
 @testable import ConclaveE2EE

@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import Crypto
 import Foundation
 import Testing

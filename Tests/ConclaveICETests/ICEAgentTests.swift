@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import Synchronization
 import Testing
 

@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import Logging
 import Testing
 
@@ -121,21 +122,4 @@ struct ConnectedPair {
         await controlled.close()
         for task in tasks { await task.value }
     }
-}
-
-/// Deterministic generator (SplitMix64) so fuzz failures reproduce.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-func randomBytes(_ count: Int, using generator: inout SeededGenerator) -> [UInt8] {
-    (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
 }

@@ -121,7 +121,7 @@ struct BadInputTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("rgb.mkv").path
         let made = try runProcess(
-            try tool("ffmpeg"),
+            try which("ffmpeg"),
             [
                 "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=0.5", "-c:v", "ffv1",
                 "-pix_fmt", "bgr0", "-y", path,
@@ -147,7 +147,7 @@ struct BadInputTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("odd.mkv").path
         let made = try runProcess(
-            try tool("ffmpeg"),
+            try which("ffmpeg"),
             [
                 "-v", "error", "-f", "lavfi", "-i", "testsrc=size=65x49:rate=10:duration=0.5", "-c:v", "ffv1",
                 "-pix_fmt", "yuv444p", "-y", path,

@@ -2,6 +2,7 @@ import ConclaveCore
 import ConclaveMedia
 import ConclaveOpenH264
 import ConclaveOpus
+import ConclaveTestSupport
 import ConclaveVPX
 import Testing
 

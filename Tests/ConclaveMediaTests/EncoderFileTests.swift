@@ -80,7 +80,7 @@ struct EncoderFileTests {
 
         // MP4 stores H264 length-prefixed with SPS/PPS out of band; the demuxer gives Annex-B back.
         let mp4 = directory.appendingPathComponent("out.mp4").path
-        let remux = try runProcess(try tool("ffmpeg"), ["-v", "error", "-i", mkv, "-c", "copy", "-y", mp4])
+        let remux = try runProcess(try which("ffmpeg"), ["-v", "error", "-i", mkv, "-c", "copy", "-y", mp4])
         #expect(remux.succeeded, "\(remux.errorOutput)")
         let fromMP4 = try demuxedData(mp4)
         #expect(fromMP4.count == Self.frames)

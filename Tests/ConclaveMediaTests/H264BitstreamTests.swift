@@ -1,6 +1,7 @@
 import ConclaveCore
 import ConclaveMedia
 import ConclaveOpenH264
+import ConclaveTestSupport
 import Testing
 
 /// The H264 encoder's output is what ECall iOS receivers can parse: one slice per frame,

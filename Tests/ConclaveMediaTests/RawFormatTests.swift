@@ -43,7 +43,7 @@ struct RawFormatTests {
         while let block = try wavReader.nextFrame() { readBlocks.append(block) }
         #expect(readBlocks == blocks)
         let probe = try runProcess(
-            try tool("ffprobe"),
+            try which("ffprobe"),
             ["-v", "error", "-show_entries", "stream=sample_rate,channels,duration_ts", "-of", "csv=p=0", wav]
         )
         #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "48000,2,9600")

@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveTestSupport
 import Testing
 
 @testable import ConclaveRTP
@@ -9,7 +10,7 @@ struct FuzzTests {
     static let iterations = 4000
 
     @Test func rtpParserSurvivesRandomAndMutatedPackets() {
-        var random = SeededRandom(seed: 0xF00D)
+        var random = SeededGenerator(seed: 0xF00D)
         let valid = RTPHeader(
             marker: true,
             payloadType: 96,
@@ -49,7 +50,7 @@ struct FuzzTests {
     }
 
     @Test func rtcpParserSurvivesRandomAndMutatedCompounds() {
-        var random = SeededRandom(seed: 0xBEEF)
+        var random = SeededGenerator(seed: 0xBEEF)
         let seeds: [[UInt8]] = [
             RTCPCompound.serialize([
                 .senderReport(
@@ -107,7 +108,7 @@ struct FuzzTests {
     }
 
     @Test func depacketizersSurviveRandomPayloads() {
-        var random = SeededRandom(seed: 0xC0DE)
+        var random = SeededGenerator(seed: 0xC0DE)
         var vp8 = VP8Packetizer()
         let vp8Payloads = vp8.packetize(PayloadFormatTests.vp8Keyframe(size: 2500))
         let h264Payloads = H264Packetizer().packetize(
@@ -140,7 +141,7 @@ struct FuzzTests {
     }
 
     @Test func jitterBufferSurvivesHostileSequences() {
-        var random = SeededRandom(seed: 0xABCD)
+        var random = SeededGenerator(seed: 0xABCD)
         for codec in MediaCodec.allCases {
             var buffer = JitterBuffer(configuration: codec == .opus ? .audio() : .video(codec))
             var now: Int64 = 0

@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveTestSupport
 import Testing
 
 @testable import ConclaveRTP
@@ -13,7 +14,7 @@ struct LossySession {
     var sender: RTPSender
     var packetizer = VP8Packetizer()
     var receiver = JitterBuffer(configuration: .video(.vp8))
-    var random: SeededRandom
+    var random: SeededGenerator
     var lossRate: Double
     var oneWayDelayMs: Int64 = 10
     var toReceiver: [InFlight] = []
@@ -28,7 +29,7 @@ struct LossySession {
     var protected: Set<UInt16> = []
 
     init(seed: UInt64, lossRate: Double) {
-        random = SeededRandom(seed: seed)
+        random = SeededGenerator(seed: seed)
         self.lossRate = lossRate
         sender = RTPSender(
             sequencer: RTPSequencer(
@@ -110,7 +111,7 @@ struct LossySession {
 @Suite("Jitter buffer")
 struct JitterBufferTests {
     static func makeFrames(count: Int, keyframeInterval: Int, seed: UInt64) -> [[UInt8]] {
-        var random = SeededRandom(seed: seed)
+        var random = SeededGenerator(seed: seed)
         return (0..<count).map { i in
             let size = Int.random(in: 300...5000, using: &random)
             let seedByte = UInt8(truncatingIfNeeded: i)

@@ -1,31 +1,15 @@
 import ConclaveCore
+import ConclaveTestSupport
 import Testing
 
 @testable import ConclaveSDP
-
-/// A deterministic generator (SplitMix64).
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("Fuzzing the SDP parser")
 struct SDPFuzzTests {
     static let alphabet = Array("0123456789 :=/-;*abcmtvosCFIPUDTLSRAVx\r\n".utf8)
 
     /// Mutates text at the line and byte level: drops, duplicates or swaps lines, and changes bytes.
-    static func mutate(_ text: String, _ random: inout SeededRandom) -> String {
+    static func mutate(_ text: String, _ random: inout SeededGenerator) -> String {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0.utf8) }
         for _ in 0..<Int.random(in: 1...6, using: &random) where !lines.isEmpty {
             let i = Int.random(in: 0..<lines.count, using: &random)
@@ -44,7 +28,7 @@ struct SDPFuzzTests {
     }
 
     @Test func parserAndNegotiatorSurviveMutatedDescriptions() {
-        var random = SeededRandom(seed: 0x5D9)
+        var random = SeededGenerator(seed: 0x5D9)
         let fixtures = [
             Fixtures.janusSubscriberOffer, Fixtures.janusPublisherAnswer, Fixtures.chromeOffer, Fixtures.aiortcOffer,
         ]

@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import JanusProtocol
 import Testing
 
@@ -200,17 +201,6 @@ enum RealJanus {
 }
 
 @Suite struct JanusMessageFuzzTests {
-    /// A small deterministic generator (SplitMix64), so failures reproduce.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// Parses `text` fully, as the client does: message, handle event, VideoRoom events.
     func parse(_ text: String) {
@@ -230,7 +220,7 @@ enum RealJanus {
     }
 
     @Test func randomBytesNeverCrash() {
-        var random = SeededGenerator(state: 1)
+        var random = SeededGenerator(seed: 1)
         for _ in 0..<3000 {
             let length = Int.random(in: 0..<200, using: &random)
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
@@ -239,7 +229,7 @@ enum RealJanus {
     }
 
     @Test func mutatedRealMessagesNeverCrash() {
-        var random = SeededGenerator(state: 2)
+        var random = SeededGenerator(seed: 2)
         let alphabet = Array(#"{}[]":,0123456789.-eE truefalsnul\"#.utf8)
         for _ in 0..<5000 {
             var bytes = Array(RealJanus.all.randomElement(using: &random)!.utf8)

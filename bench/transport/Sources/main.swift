@@ -1,1 +1,295 @@
-print("not built yet")
+import Conclave
+import ConclaveCore
+import ConclaveMedia
+import ConclaveSRTP
+import Foundation
+import JanusClient
+import JanusProtocol
+import JanusTestBed
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// Transport benchmark, against a real Janus in a test-bed namespace (run as root):
+//
+// 1. Join time: from starting to subscribe to the first video frame of a publisher already in
+//    the room (p50/p95 over BENCH_JOIN_RUNS runs).
+// 2. Receive cost: CPU-seconds of this process per received feed-second with 1, 8 and 32 VP8
+//    1 Mbit/s + Opus feeds. The publishers are Janus `add_remote_publisher` entries fed by ffmpeg
+//    with plain RTP, so they cost this process nothing. Target: under 1% of a core per feed.
+// 3. SRTP unprotect throughput for 1200-byte packets in both profiles, next to `openssl speed`
+//    for the same cipher on the same machine in the same run.
+
+let environment = ProcessInfo.processInfo.environment
+let joinRuns = Int(environment["BENCH_JOIN_RUNS"] ?? "") ?? 10
+let feedCounts = (environment["BENCH_FEEDS"] ?? "1,8,32").split(separator: ",").compactMap { Int($0) }
+let measureSeconds = Double(environment["BENCH_SECONDS"] ?? "") ?? 10
+
+var logger = Logger(label: "bench")
+logger.logLevel = .error
+
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec)
+        + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func run(_ executable: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [executable] + arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw TestBedError("\(executable) \(arguments.joined(separator: " ")) failed")
+    }
+    return output
+}
+
+/// Counts what arrives and when the first video frame came.
+final class CountingObserver: CallMediaObserver {
+    struct Counts {
+        var frames = 0
+        var bytes = 0
+        var firstVideo: ContinuousClock.Instant?
+    }
+    let counts = Mutex(Counts())
+    func participantJoined(feedID: UInt64, display: String?) {}
+    func participantLeft(feedID: UInt64) {}
+    func senderReport(_ report: SubscribedSenderReport) {}
+    func received(_ media: ReceivedMedia) {
+        guard case .frame(let frame) = media else { return }
+        counts.withLock {
+            $0.frames += 1
+            $0.bytes += frame.frame.data.count
+            if frame.frame.codec.kind == .video, $0.firstVideo == nil { $0.firstVideo = .now }
+        }
+    }
+}
+
+let bed = try JanusTestBed()
+defer { bed.stop() }
+print("Janus \(bed.webSocketURL) (namespace \(bed.namespace)); \(ProcessInfo.processInfo.activeProcessorCount) cores")
+let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
+let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+
+// MARK: 1. Join time
+
+do {
+    let room = try await admin.createRoom(.init(room: 1, videoCodecs: ["vp8"]))
+    let publisher = try await Publisher.publish(
+        on: try await connection.createSession(),
+        configuration: .init(room: room, display: "1:Pattern", transport: transport),
+        logger: logger
+    )
+    let sender = MediaSender(
+        source: EncodingVideoSource(
+            raw: try PatternSource(width: 640, height: 480, frameRate: 30),
+            encoder: try VideoEncoderSettings(codec: .vp8).makeEncoder()
+        ),
+        encryptor: nil,
+        publisher: publisher,
+        logger: logger
+    )
+    let keyframes = Task { for await _ in publisher.keyframeRequests { sender.requestKeyframe() } }
+    let sending = Task { try await sender.run(pacer: MediaPacer(mode: .realTime)) }
+    try await Task.sleep(for: .seconds(1))
+
+    var samples: [Double] = []
+    for _ in 0..<joinRuns {
+        let start = ContinuousClock.now
+        let session = try await connection.createSession()
+        let listener = try await RoomListener.join(on: session, room: room, display: nil)
+        let observer = CountingObserver()
+        let subscription = RoomSubscription(
+            session: session,
+            configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: nil, transport: transport),
+            initialPublishers: listener.joined.publishers,
+            roomEvents: listener.roomEvents,
+            observers: [observer],
+            logger: logger
+        )
+        let deadline = ContinuousClock.now + .seconds(10)
+        while observer.counts.withLock({ $0.firstVideo }) == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        if let first = observer.counts.withLock({ $0.firstVideo }) { samples.append(seconds(first - start) * 1000) }
+        await subscription.close()
+        await listener.leave()
+        try? await session.destroy()
+    }
+    samples.sort()
+    if samples.isEmpty {
+        print("join to first video frame: no frame arrived")
+    } else {
+        let p50 = samples[samples.count / 2]
+        let p95 = samples[min(samples.count - 1, Int(Double(samples.count) * 0.95))]
+        print(
+            String(format: "join to first video frame: p50 %.0f ms, p95 %.0f ms over %d runs", p50, p95, samples.count)
+        )
+    }
+    sending.cancel()
+    keyframes.cancel()
+    await publisher.leave()
+    try await admin.destroyRoom(room)
+}
+
+// MARK: 2. Receive cost per feed
+
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-transport-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: directory) }
+let media = directory.appendingPathComponent("feed.webm").path
+_ = try run(
+    "ffmpeg",
+    [
+        "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x480:rate=30", "-f", "lavfi", "-i",
+        "sine=frequency=440:sample_rate=48000", "-t", "12", "-c:v", "libvpx", "-b:v", "1M", "-minrate", "1M",
+        "-maxrate",
+        "1M", "-deadline", "realtime", "-cpu-used", "8", "-g", "60", "-c:a", "libopus", "-b:a", "32k", "-y", media,
+    ]
+)
+
+for feeds in feedCounts {
+    let room = try await admin.createRoom(.init(room: UInt64(100 + feeds), publishers: feeds + 2, videoCodecs: ["vp8"]))
+    var ffmpegs: [Process] = []
+    for index in 0..<feeds {
+        let (data, _) = try await admin.request(
+            [
+                "request": "add_remote_publisher", "room": .id(room), "display": .string("\(index):Remote \(index)"),
+                "iface": .string(bed.janusAddress),
+                "streams": [
+                    ["type": "audio", "mindex": 0, "mid": "0", "codec": "opus"],
+                    ["type": "video", "mindex": 1, "mid": "1", "codec": "vp8"],
+                ],
+            ],
+            name: "add_remote_publisher"
+        )
+        guard let port = data["port"]?.intValue else { throw TestBedError("add_remote_publisher gave no port") }
+        let target = "rtp://\(bed.janusAddress):\(port)"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "ffmpeg", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy", "-ssrc",
+            "1000",
+            "-payload_type", "111", "-f", "rtp", target, "-map", "0:v", "-c", "copy", "-ssrc", "1010", "-payload_type",
+            "96", "-f", "rtp", target,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        ffmpegs.append(process)
+    }
+    let session = try await connection.createSession()
+    let listener = try await RoomListener.join(on: session, room: room, display: nil)
+    let observer = CountingObserver()
+    let subscription = RoomSubscription(
+        session: session,
+        configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: nil, transport: transport),
+        initialPublishers: listener.joined.publishers,
+        roomEvents: listener.roomEvents,
+        observers: [observer],
+        logger: logger
+    )
+    try await Task.sleep(for: .seconds(3))  // subscribed, keyframes arrived
+    let startCPU = cpuSeconds()
+    let startCounts = observer.counts.withLock { $0 }
+    let start = ContinuousClock.now
+    try await Task.sleep(for: .milliseconds(Int(measureSeconds * 1000)))
+    let wall = seconds(ContinuousClock.now - start)
+    let cpu = cpuSeconds() - startCPU
+    let endCounts = observer.counts.withLock { $0 }
+    let feedSeconds = Double(feeds) * wall
+    let megabits = Double(endCounts.bytes - startCounts.bytes) * 8 / 1e6 / wall
+    print(
+        String(
+            format:
+                "%2d feeds: %.4f CPU-s per feed-second (%.2f%% of a core per feed), %.1f Mbit/s received, %d frames in %.1f s",
+            feeds,
+            cpu / feedSeconds,
+            100 * cpu / feedSeconds,
+            megabits,
+            endCounts.frames - startCounts.frames,
+            wall
+        )
+    )
+    for process in ffmpegs { process.terminate() }
+    for process in ffmpegs { process.waitUntilExit() }
+    await subscription.close()
+    await listener.leave()
+    try? await session.destroy()
+    try await admin.destroyRoom(room)
+}
+
+await connection.close()
+
+// MARK: 3. SRTP unprotect throughput
+
+func opensslMegabytesPerSecond(_ cipher: String, bytes: Int) throws -> Double {
+    // The last line of `openssl speed -evp C -bytes N`: "<cipher> <N>k" in thousands of bytes/s.
+    let output = try run("openssl", ["speed", "-evp", cipher, "-bytes", "\(bytes)", "-seconds", "2"])
+    guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix(cipher) }),
+        let field = line.split(separator: " ").last, let thousands = Double(field.dropLast())
+    else { throw TestBedError("unexpected openssl speed output: \(output)") }
+    return thousands / 1000
+}
+
+func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
+    var key = [UInt8](repeating: 0, count: profile.masterKeyLength + profile.masterSaltLength)
+    for index in key.indices { key[index] = UInt8(truncatingIfNeeded: index * 7 + 3) }
+    let sender = try SRTPSession(profile: profile, direction: .outbound, keyAndSalt: key)
+    let receiver = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: key)
+    let payload = 1200
+    let batch = 20_000
+    var total = 0.0
+    var elapsed = Duration.zero
+    var sequence: UInt16 = 0
+    var timestamp: UInt32 = 0
+    for _ in 0..<5 {
+        var packets: [[UInt8]] = []
+        packets.reserveCapacity(batch)
+        for _ in 0..<batch {
+            sequence &+= 1
+            timestamp &+= 3000
+            var packet: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
+            packet += withUnsafeBytes(of: timestamp.bigEndian) { Array($0) }
+            packet += [0x12, 0x34, 0x56, 0x78]
+            packet += [UInt8](repeating: 0xA5, count: payload)
+            try sender.protect(&packet)
+            packets.append(packet)
+        }
+        let start = ContinuousClock.now
+        for index in packets.indices { try receiver.unprotect(&packets[index]) }
+        elapsed += ContinuousClock.now - start
+        total += Double(batch * (payload + 12))
+    }
+    return total / seconds(elapsed) / 1e6
+}
+
+for (profile, cipher) in [(SRTPProfile.aeadAES128GCM, "aes-128-gcm"), (.aes128CMHMACSHA1_80, "aes-128-ctr")] {
+    let ours = try unprotectMegabytesPerSecond(profile)
+    let openssl = try opensslMegabytesPerSecond(cipher, bytes: 1024)
+    print(
+        String(
+            format: "SRTP unprotect %@ (1212-byte packets): %.0f MB/s; openssl speed %@ (1 kB): %.0f MB/s; ratio %.2f",
+            "\(profile)",
+            ours,
+            cipher,
+            openssl,
+            ours / openssl
+        )
+    )
+}

@@ -1,12 +1,13 @@
-/// A deterministic generator (SplitMix64) so loss patterns and fuzz inputs repeat exactly.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
+/// A small deterministic random number generator (SplitMix64) for fuzz tests, so that a failing
+/// input reproduces from its seed.
+public struct SeededGenerator: RandomNumberGenerator {
+    /// The generator's state.
+    public var state: UInt64
 
-    init(seed: UInt64) {
-        state = seed
-    }
+    /// Starts from `seed`.
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -14,12 +15,13 @@ struct SeededRandom: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 
-    mutating func bytes(_ count: Int) -> [UInt8] {
+    /// `count` random bytes.
+    public mutating func bytes(_ count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
     }
 
-    /// Flips, inserts, deletes or truncates bytes of `input`.
-    mutating func mutate(_ input: [UInt8]) -> [UInt8] {
+    /// `input` with one to four random edits: a flipped byte, an insertion, a deletion or a truncation.
+    public mutating func mutate(_ input: [UInt8]) -> [UInt8] {
         var out = input
         let edits = Int.random(in: 1...4, using: &self)
         for _ in 0..<edits {
@@ -40,14 +42,7 @@ struct SeededRandom: RandomNumberGenerator {
     }
 }
 
-func hex(_ string: String) -> [UInt8] {
-    let digits = string.filter { $0.isHexDigit }
-    var out: [UInt8] = []
-    var index = digits.startIndex
-    while index < digits.endIndex {
-        let next = digits.index(index, offsetBy: 2)
-        out.append(UInt8(digits[index..<next], radix: 16)!)
-        index = next
-    }
-    return out
+/// `count` random bytes from `generator`.
+public func randomBytes(_ count: Int, using generator: inout SeededGenerator) -> [UInt8] {
+    generator.bytes(count)
 }

@@ -1,0 +1,218 @@
+import ConclaveE2EE
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+
+/// A participant that joins a room without publishing, so that its handle receives the room's
+/// events (publishers arriving and leaving). This is how `conclave record` follows a call.
+public final class RoomListener: Sendable {
+    /// The handle joined to the room.
+    public let handle: VideoRoomHandle
+    /// What Janus answered to the join: our id and the publishers already there.
+    public let joined: VideoRoom.Joined
+    /// The room's events, in order.
+    public let roomEvents: AsyncStream<VideoRoom.Event>
+    private let task: Task<Void, Never>
+
+    /// Joins `room` on `session` as a participant that never publishes.
+    public static func join(on session: JanusSession, room: UInt64, display: String?) async throws -> RoomListener {
+        let handle = try await VideoRoomHandle.attach(to: session)
+        let joined = try await handle.joinAsPublisher(room: room, display: display)
+        return RoomListener(handle: handle, joined: joined)
+    }
+
+    private init(handle: VideoRoomHandle, joined: VideoRoom.Joined) {
+        self.handle = handle
+        self.joined = joined
+        let (events, continuation) = AsyncStream.makeStream(of: VideoRoom.Event.self)
+        roomEvents = events
+        let handleEvents = handle.events
+        task = Task {
+            for await event in handleEvents {
+                guard case .plugin(let data, _) = event else { continue }
+                for roomEvent in (try? VideoRoom.events(from: data)) ?? [] { continuation.yield(roomEvent) }
+            }
+            continuation.finish()
+        }
+    }
+
+    /// Leaves the room and detaches.
+    public func leave() async {
+        try? await handle.leave()
+        try? await handle.handle.detach()
+        task.cancel()
+    }
+}
+
+/// Follows a room and receives every other publisher: one multistream subscriber, extended and
+/// reduced as publishers come and go, with each frame decrypted and handed to the observers.
+///
+/// Room events come from any handle joined to the room (our publisher's, or a ``RoomListener``'s).
+/// Everything is fanned out from one task per stream, in order: participant changes, decrypted
+/// frames and decryption failures, sender reports.
+public final class RoomSubscription: Sendable {
+    /// How to subscribe.
+    public struct Configuration: Sendable {
+        /// The room.
+        public var room: UInt64
+        /// Our own feed, never subscribed to (nil for a listener that does not publish).
+        public var ownFeedID: UInt64?
+        /// The call's frame crypto, or nil when the call is not end-to-end encrypted.
+        public var crypto: CallFrameCrypto?
+        /// ICE settings for the subscriber PeerConnection.
+        public var transport: MediaTransport.Configuration
+
+        /// Creates a configuration.
+        public init(
+            room: UInt64,
+            ownFeedID: UInt64?,
+            crypto: CallFrameCrypto?,
+            transport: MediaTransport.Configuration = .init()
+        ) {
+            self.room = room
+            self.ownFeedID = ownFeedID
+            self.crypto = crypto
+            self.transport = transport
+        }
+    }
+
+    private struct State {
+        var subscriber: Subscriber?
+        var receiver: MediaReceiver?
+        var participants: [UInt64: String?] = [:]
+        var tasks: [Task<Void, Never>] = []
+        var closed = false
+    }
+
+    private let session: JanusSession
+    private let configuration: Configuration
+    private let observers: [any CallMediaObserver]
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let main: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    /// Starts following the room: subscribes to `initialPublishers` at once, then follows
+    /// `roomEvents`.
+    public init(
+        session: JanusSession,
+        configuration: Configuration,
+        initialPublishers: [VideoRoom.Publisher],
+        roomEvents: AsyncStream<VideoRoom.Event>,
+        observers: [any CallMediaObserver],
+        logger: Logger
+    ) {
+        self.session = session
+        self.configuration = configuration
+        self.observers = observers
+        self.logger = logger
+        let task = Task { [weak self] in
+            await self?.arrived(initialPublishers)
+            for await event in roomEvents {
+                guard let self else { return }
+                switch event {
+                case .publishers(let publishers): await self.arrived(publishers)
+                case .unpublished(let feed?), .leaving(let feed?): await self.departed(feed)
+                default: break
+                }
+            }
+        }
+        main.withLock { $0 = task }
+    }
+
+    /// The participants currently subscribed (feed id and display).
+    public var participants: [UInt64: String?] { state.withLock { $0.participants } }
+
+    /// The subscriber, once there has been someone to subscribe to.
+    public var subscriber: Subscriber? { state.withLock { $0.subscriber } }
+
+    /// Stops following the room and closes the subscriber.
+    public func close() async {
+        main.withLock { $0?.cancel() }
+        let (subscriber, receiver, tasks) = state.withLock { state in
+            state.closed = true
+            return (state.subscriber, state.receiver, state.tasks)
+        }
+        receiver?.stop()
+        for task in tasks { task.cancel() }
+        await subscriber?.close()
+    }
+
+    // MARK: Internals
+
+    private func arrived(_ publishers: [VideoRoom.Publisher]) async {
+        let fresh = state.withLock { state in
+            publishers.filter {
+                $0.id != configuration.ownFeedID && state.participants[$0.id] == nil
+                    && $0.streams.contains { !$0.isDisabled }
+            }
+        }
+        guard !fresh.isEmpty else { return }
+        let feeds = fresh.map(\.id)
+        do {
+            if let subscriber = state.withLock({ $0.subscriber }) {
+                try await subscriber.add(feeds: feeds)
+            } else {
+                let subscriber = try await Subscriber.subscribe(
+                    on: session,
+                    room: configuration.room,
+                    feeds: feeds,
+                    transport: configuration.transport,
+                    logger: logger
+                )
+                start(subscriber)
+            }
+        } catch {
+            logger.warning("could not subscribe", metadata: ["feeds": "\(feeds)", "error": "\(error)"])
+            return
+        }
+        state.withLock { state in
+            for publisher in fresh { state.participants[publisher.id] = publisher.display }
+        }
+        for publisher in fresh {
+            for observer in observers { observer.participantJoined(feedID: publisher.id, display: publisher.display) }
+        }
+    }
+
+    private func departed(_ feed: UInt64) async {
+        let (known, subscriber) = state.withLock { state in
+            (state.participants.removeValue(forKey: feed) != nil, state.subscriber)
+        }
+        guard known else { return }
+        for observer in observers { observer.participantLeft(feedID: feed) }
+        // Janus removes a departed feed's streams by itself (autoupdate) and sends a new offer,
+        // which the subscriber answers; an explicit unsubscribe may then find nothing to remove.
+        do {
+            try await subscriber?.remove(feeds: [feed])
+        } catch {
+            logger.debug("unsubscribe after departure", metadata: ["feed": "\(feed)", "error": "\(error)"])
+        }
+    }
+
+    private func start(_ subscriber: Subscriber) {
+        let receiver = MediaReceiver(subscriber: subscriber, crypto: configuration.crypto)
+        let observers = self.observers
+        let media = Task {
+            for await item in receiver.media {
+                for observer in observers { observer.received(item) }
+            }
+        }
+        let reports = Task {
+            for await report in subscriber.senderReports {
+                for observer in observers { observer.senderReport(report) }
+            }
+        }
+        let closed = state.withLock { state -> Bool in
+            state.subscriber = subscriber
+            state.receiver = receiver
+            state.tasks += [media, reports]
+            return state.closed
+        }
+        if closed {
+            receiver.stop()
+            media.cancel()
+            reports.cancel()
+            Task { await subscriber.close() }
+        }
+    }
+}

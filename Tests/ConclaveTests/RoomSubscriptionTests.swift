@@ -1,0 +1,194 @@
+import Conclave
+import ConclaveCore
+import ConclaveE2EE
+import ConclaveTestSupport
+import JanusClient
+import JanusProtocol
+import Logging
+import Synchronization
+import Testing
+
+/// Records everything a call fans out.
+final class CollectingObserver: CallMediaObserver {
+    struct Seen {
+        var joined: [UInt64] = []
+        var left: [UInt64] = []
+        var frames: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
+        var undecryptable: [UInt64: [DecryptFailureReason]] = [:]
+        var senderReports = 0
+    }
+
+    let seen = Mutex(Seen())
+
+    func participantJoined(feedID: UInt64, display: String?) { seen.withLock { $0.joined.append(feedID) } }
+    func participantLeft(feedID: UInt64) { seen.withLock { $0.left.append(feedID) } }
+    func senderReport(_ report: SubscribedSenderReport) { seen.withLock { $0.senderReports += 1 } }
+    func received(_ media: ReceivedMedia) {
+        seen.withLock { seen in
+            switch media {
+            case .frame(let frame):
+                seen.frames[frame.feedID, default: [:]][frame.frame.codec, default: []].append(frame.frame.data)
+            case .undecryptable(let feed, _, _, let reason):
+                seen.undecryptable[feed, default: []].append(reason)
+            }
+        }
+    }
+
+    /// Waits until `condition` holds (polling), at most `limit`.
+    func wait(for limit: Duration = .seconds(10), until condition: (Seen) -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if seen.withLock({ condition($0) }) { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+/// Joins `room` as a listener that does not publish, and follows it with a subscription whose
+/// observer collects everything that arrives.
+func followRoom(
+    _ room: UInt64,
+    on connection: JanusConnection,
+    transport: MediaTransport.Configuration,
+    crypto: CallFrameCrypto?,
+    logger: Logger
+) async throws -> (RoomListener, RoomSubscription, CollectingObserver) {
+    let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
+    let observer = CollectingObserver()
+    let subscription = RoomSubscription(
+        session: try await connection.createSession(),
+        configuration: .init(room: room, ownFeedID: listener.joined.id, crypto: crypto, transport: transport),
+        initialPublishers: listener.joined.publishers,
+        roomEvents: listener.roomEvents,
+        observers: [observer],
+        logger: logger
+    )
+    return (listener, subscription, observer)
+}
+
+@Suite(.serialized) struct RoomSubscriptionTests {
+    /// One encrypted publisher and what it sent.
+    struct Sender {
+        let publisher: Publisher
+        let crypto: CallFrameCrypto
+        let video: MediaCodec
+        var sent: [MediaCodec: [[UInt8]]] = [:]
+
+        mutating func send(frames count: Int, from start: Int, using random: inout some RandomNumberGenerator) {
+            let audio = crypto.makeEncryptor(codec: .opus, senderID: publisher.feedID)
+            let videoEncryptor = crypto.makeEncryptor(codec: video, senderID: publisher.feedID)
+            for index in start..<(start + count) {
+                let opus = SyntheticFrames.opus(using: &random)
+                let frame =
+                    video == .vp8
+                    ? SyntheticFrames.vp8(index, size: 2000, using: &random)
+                    : SyntheticFrames.h264(index, size: 2000, using: &random)
+                let clearAudio = EncodedFrame(
+                    codec: .opus,
+                    data: opus,
+                    rtpTimestamp: UInt32(index * 960),
+                    isKeyframe: true
+                )
+                let clearVideo = EncodedFrame(
+                    codec: video,
+                    data: frame,
+                    rtpTimestamp: UInt32(index * 3000),
+                    isKeyframe: index % 30 == 0
+                )
+                publisher.send(try! audio.encrypt(clearAudio))
+                publisher.send(try! videoEncryptor.encrypt(clearVideo))
+                sent[.opus, default: []].append(opus)
+                sent[video, default: []].append(frame)
+            }
+        }
+    }
+
+    @Test func followsPublishersDecryptsAndRejectsForeignKeys() async throws {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8", "h264"]))
+
+        let callKey = CallKey.random()
+        func crypto(_ key: CallKey) -> CallFrameCrypto {
+            let crypto = CallFrameCrypto(callID: 7, format: .ecall, logger: logger)
+            crypto.keyRing.install(key, epoch: 0)
+            return crypto
+        }
+        func publish(_ display: String, video: MediaCodec, key: CallKey) async throws -> Sender {
+            let publisher = try await Publisher.publish(
+                on: try await connection.createSession(),
+                configuration: .init(
+                    room: room,
+                    display: display,
+                    video: video,
+                    endToEndEncrypted: true,
+                    transport: transport
+                ),
+                logger: logger
+            )
+            return Sender(publisher: publisher, crypto: crypto(key), video: video)
+        }
+
+        var alice = try await publish("1:Alice", video: .h264, key: callKey)
+        var bob = try await publish("2:Bob", video: .vp8, key: callKey)
+
+        // The recorder's view: a listener that does not publish, holding the call key.
+        let (listener, subscription, observer) = try await followRoom(
+            room,
+            on: connection,
+            transport: transport,
+            crypto: crypto(callKey),
+            logger: logger
+        )
+        try await observer.wait { $0.joined.count == 2 }
+        #expect(Set(observer.seen.withLock { $0.joined }) == [alice.publisher.feedID, bob.publisher.feedID])
+        try await Task.sleep(for: .milliseconds(500))  // the subscriber's DTLS completes
+
+        var random = SystemRandomNumberGenerator()
+        alice.send(frames: 30, from: 0, using: &random)
+        bob.send(frames: 30, from: 0, using: &random)
+
+        // Someone joins later with a key the listener does not hold: the subscription grows
+        // (a renegotiation), and that publisher's encrypted frames are reported, never delivered.
+        var mallory = try await publish("3:Mallory", video: .h264, key: CallKey.random())
+        try await observer.wait { $0.joined.count == 3 }
+        try await Task.sleep(for: .milliseconds(500))
+        mallory.send(frames: 30, from: 0, using: &random)
+        alice.send(frames: 30, from: 30, using: &random)
+
+        try await observer.wait {
+            $0.frames[alice.publisher.feedID]?[.h264]?.count == 60
+                && $0.frames[bob.publisher.feedID]?[.vp8]?.count == 30
+                && ($0.undecryptable[mallory.publisher.feedID]?.count ?? 0) >= 60
+        }
+
+        // Bob leaves: the observer hears it.
+        await bob.publisher.leave()
+        try await observer.wait { $0.left.contains(bob.publisher.feedID) }
+
+        let seen = observer.seen.withLock { $0 }
+        for sender in [alice, bob] {
+            for (codec, frames) in sender.sent {
+                #expect(
+                    seen.frames[sender.publisher.feedID]?[codec] == frames,
+                    "\(codec) of \(sender.publisher.feedID)"
+                )
+            }
+        }
+        #expect(seen.frames[mallory.publisher.feedID] == nil, "nothing of a foreign key's ciphertext is delivered")
+        #expect(seen.undecryptable[mallory.publisher.feedID]?.count == 60)
+        #expect(seen.undecryptable[alice.publisher.feedID] == nil)
+        #expect(seen.left == [bob.publisher.feedID])
+
+        await subscription.close()
+        await listener.leave()
+        await alice.publisher.leave()
+        await mallory.publisher.leave()
+        try await admin.destroyRoom(room)
+        await connection.close()
+    }
+}
