@@ -11,7 +11,7 @@ struct ConclaveCommand: AsyncParsableCommand {
         commandName: "conclave",
         abstract: "End-to-end encrypted group calls through a Janus VideoRoom, and their recording.",
         version: conclaveVersion,
-        subcommands: [RoomsCommand.self, KeysCommand.self]
+        subcommands: [RoomsCommand.self, KeysCommand.self, RecordCommand.self, RecordingsCommand.self]
     )
 }
 
