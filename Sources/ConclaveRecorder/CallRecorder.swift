@@ -452,6 +452,9 @@ public final class CallRecorder {
                 notRecorded.append(
                     .init(key: key, feedIDs: participant.feedIDs, display: participant.display, reason: reason ?? "")
                 )
+            } else if participant.undecryptable > 0 {
+                reason =
+                    "recorded in part: \(participant.undecryptable) frames did not decrypt (\(participant.failureReason ?? "unknown"))"
             }
             entries.append(
                 .init(
