@@ -148,11 +148,13 @@ public final class CallRecorder {
 
     // MARK: - Events
 
-    /// A publisher appeared (or reappeared: a rejoin continues in a new segment).
+    /// A publisher appeared (or reappeared: a rejoin continues in a new segment, opened by its
+    /// first frame).
     public func participantJoined(feedID: UInt64, display: String?, at now: Int64) {
         let participant = participant(for: feedID, display: display)
-        if !participant.segments.isEmpty { participant.pendingStartReason = "rejoined" }
-        if let segment = activeSegment[feedID] { close(segment, now: now) }
+        // A join for a feed that is already sending is the late announcement of that feed (media
+        // can overtake the room event), not a rejoin.
+        if activeSegment[feedID] == nil, !participant.segments.isEmpty { participant.pendingStartReason = "rejoined" }
     }
 
     /// A publisher left: its segment ends.
@@ -186,8 +188,7 @@ public final class CallRecorder {
                 fail(track, segment: active, error.description)
             }
         }
-        guard track.error == nil || track.journal != nil || active.muxer.state == .writing || active.muxer.state == .buffering
-        else { return }
+        // A track whose journal or file failed is stopped: nothing more is written for it.
         if track.error != nil { return }
         do {
             try active.muxer.append(kind: kind, frame: frame, arrival: arrival)
@@ -269,7 +270,15 @@ public final class CallRecorder {
 
     private func participant(for feedID: UInt64, display: String?) -> Participant {
         if let key = participantByFeed[feedID], let participant = participants[key] {
-            if let display, participant.display == nil { participant.display = display }
+            if let display, participant.display == nil {
+                participant.display = display
+                // Media can arrive before the join event that names the participant: take the
+                // identity the display gives, merging into an earlier entry of the same user.
+                let identity = ParticipantIdentity(feedID: feedID, display: display)
+                if identity.key != participant.identity.key {
+                    return rekey(participant, from: key, to: identity)
+                }
+            }
             return participant
         }
         let identity = ParticipantIdentity(feedID: feedID, display: display)
@@ -284,6 +293,30 @@ public final class CallRecorder {
         if !participant.feedIDs.contains(feedID) { participant.feedIDs.append(feedID) }
         participantByFeed[feedID] = identity.key
         return participant
+    }
+
+    private func rekey(_ participant: Participant, from oldKey: String, to identity: ParticipantIdentity) -> Participant {
+        participants[oldKey] = nil
+        let target: Participant
+        if let existing = participants[identity.key] {
+            target = existing
+            for feed in participant.feedIDs where !target.feedIDs.contains(feed) { target.feedIDs.append(feed) }
+            target.segments += participant.segments
+            target.undecryptable += participant.undecryptable
+            target.failureReason = target.failureReason ?? participant.failureReason
+            participantOrder.removeAll { $0 == oldKey }
+        } else {
+            target = Participant(identity: identity, display: participant.display)
+            target.feedIDs = participant.feedIDs
+            target.segments = participant.segments
+            target.undecryptable = participant.undecryptable
+            target.failureReason = participant.failureReason
+            target.pendingStartReason = participant.pendingStartReason
+            participants[identity.key] = target
+            if let index = participantOrder.firstIndex(of: oldKey) { participantOrder[index] = identity.key }
+        }
+        for feed in target.feedIDs { participantByFeed[feed] = identity.key }
+        return target
     }
 
     private func splitReason(_ segment: Segment, kind: MediaKind, frame: EncodedFrame, arrival: Int64) -> String? {

@@ -182,6 +182,24 @@ struct CallRecorderTests {
         #expect(files == ["manifest.json"])
     }
 
+    @Test("Media that arrives before the join event is filed under the user the display names")
+    func mediaBeforeJoin() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = try makeRecorder(directory: directory, start: start)
+        let zed = SimulatedPublisher(feedID: 44, display: "u9:Zed", codec: .vp8, seconds: 2)
+        let events = try zed.events(recordingStart: start)
+        play(Array(events.prefix(20)), into: recorder, from: start)
+        recorder.participantJoined(feedID: 44, display: "u9:Zed", at: start + 300_000)
+        play(Array(events.dropFirst(20)), into: recorder, from: start + 300_000)
+        let manifest = recorder.finish(at: start + 3_000_000)
+        #expect(manifest.participants.count == 1)
+        let participant = try #require(manifest.participants.first)
+        #expect(participant.key == "u9" && participant.userID == "u9" && participant.display == "u9:Zed")
+        #expect(participant.recorded && participant.segments.count == 1)
+        #expect(participant.segments.first?.tracks.first { $0.kind == .video }?.framesWritten == 60)
+    }
+
     @Test("A full disk stops the tracks with a clear error and keeps what was written readable")
     func diskFull() throws {
         let directory = try TestPaths.temporaryDirectory()
