@@ -181,6 +181,8 @@ public final class CallRecorder {
             active.dimensions = dimensions
         }
         let track = track(kind, codec: frame.codec, in: active, participant: participant)
+        // A track whose journal or file failed is stopped: nothing more is written for it.
+        if track.error != nil { return }
         if let journal = track.journal {
             do {
                 try journal.append(frame, arrivalMicroseconds: arrival)
@@ -188,7 +190,6 @@ public final class CallRecorder {
                 fail(track, segment: active, error.description)
             }
         }
-        // A track whose journal or file failed is stopped: nothing more is written for it.
         if track.error != nil { return }
         do {
             try active.muxer.append(kind: kind, frame: frame, arrival: arrival)
@@ -426,10 +427,12 @@ public final class CallRecorder {
         guard journalsClean, segment.closeError == nil, segment.muxer.path != nil else { return }
         // The live file has no index; rebuild a seekable one from the journals (the same frames),
         // verify it, and only then drop the journals.
-        var journals: [JournalContents] = []
-        for track in segment.tracks.values {
+        var journals: [JournalReader] = []
+        // In name order, as `repair` reads them, so both merge ties alike.
+        for kind in [MediaKind.audio, .video] {
+            guard let track = segment.tracks[kind] else { continue }
             do {
-                journals.append(try JournalContents(path: configuration.directory + "/" + track.journalName))
+                journals.append(try JournalReader(path: configuration.directory + "/" + track.journalName))
             } catch {
                 logger.warning("journal unreadable; live file and journals kept", metadata: ["error": "\(error)"])
                 return

@@ -217,21 +217,41 @@ public final class JournalWriter {
     }
 }
 
-/// Reads a journal back: the header and every complete record, tolerating a cut or corrupt tail.
-public struct JournalContents: Sendable {
+/// Reads a journal record by record, tolerating a cut or corrupt tail.
+///
+/// The file is memory-mapped and records are decoded one at a time, so rebuilding an hour-long
+/// recording does not hold its frames in memory.
+public struct JournalReader {
+    /// The journal's path.
+    public let path: String
     /// The header.
-    public var header: JournalHeader
-    /// The complete records, in the order they were written.
-    public var records: [JournalRecord]
+    public let header: JournalHeader
     /// Where the readable part ends, when the file goes on past it (a cut or corrupt tail).
-    public var damagedTailOffset: Int?
+    public private(set) var damagedTailOffset: Int?
     /// Why the tail was not readable.
-    public var damagedTailReason: String?
+    public private(set) var damagedTailReason: String?
+    private var reader: ByteReader
 
-    /// Parses journal bytes read from `path`.
+    /// Opens the journal at `path` and reads its header.
+    public init(path: String) throws(JournalError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+        } catch {
+            throw JournalError(path: path, reason: "cannot read the file: \(error.localizedDescription)")
+        }
+        try self.init(data: data, path: path)
+    }
+
+    /// Reads journal bytes that came from `path`.
     public init(bytes: [UInt8], path: String) throws(JournalError) {
-        var reader = ByteReader(bytes: bytes)
-        guard reader.read(count: JournalFormat.magic.count) == JournalFormat.magic[...] else {
+        try self.init(data: Data(bytes), path: path)
+    }
+
+    private init(data: Data, path: String) throws(JournalError) {
+        self.path = path
+        var reader = ByteReader(data: data)
+        guard let magic = reader.read(count: JournalFormat.magic.count), Array(magic) == JournalFormat.magic else {
             throw JournalError(path: path, reason: "not a Conclave journal (bad magic)", byteOffset: 0)
         }
         guard let headerLength = reader.readUInt32().map(Int.init), headerLength <= JournalFormat.maximumHeaderSize,
@@ -240,30 +260,25 @@ public struct JournalContents: Sendable {
             throw JournalError(path: path, reason: "the header is cut or too long", byteOffset: 8)
         }
         do {
-            header = try JSONDecoder().decode(JournalHeader.self, from: Data(headerBytes))
+            header = try JSONDecoder().decode(JournalHeader.self, from: headerBytes)
         } catch {
             throw JournalError(path: path, reason: "the header is not valid: \(error)", byteOffset: 12)
         }
-        records = []
-        while !reader.isAtEnd {
-            let start = reader.offset
-            switch Self.readRecord(&reader, codec: header.codec) {
-            case .success(let record):
-                records.append(record)
-            case .failure(let reason):
-                damagedTailOffset = start
-                damagedTailReason = reason
-                return
-            }
-        }
+        self.reader = reader
     }
 
-    /// Reads the journal at `path`.
-    public init(path: String) throws(JournalError) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw JournalError(path: path, reason: "cannot read the file")
+    /// The next complete record, or nil at the end of the readable part.
+    public mutating func next() -> JournalRecord? {
+        guard damagedTailOffset == nil, !reader.isAtEnd else { return nil }
+        let start = reader.offset
+        switch Self.readRecord(&reader, codec: header.codec) {
+        case .success(let record):
+            return record
+        case .failure(let reason):
+            damagedTailOffset = start
+            damagedTailReason = reason
+            return nil
         }
-        try self.init(bytes: [UInt8](data), path: path)
     }
 
     private enum RecordResult {
@@ -285,7 +300,7 @@ public struct JournalContents: Sendable {
             record = .frame(
                 EncodedFrame(
                     codec: codec,
-                    data: Array(data),
+                    data: [UInt8](data),
                     rtpTimestamp: rtp,
                     isKeyframe: flags & JournalFormat.keyframeFlag != 0
                 ),
@@ -299,27 +314,56 @@ public struct JournalContents: Sendable {
         default:
             return .failure("unknown record type \(type)")
         }
-        let checked = reader.bytes[start..<reader.offset]
+        let checked = reader.slice(from: start)
         guard let stored = reader.readUInt32() else { return .failure("cut checksum") }
         guard stored == CRC32.checksum(checked) else { return .failure("checksum mismatch") }
         return .success(record)
     }
 }
 
+/// A whole journal in memory: the header and every complete record (tests and small tools).
+public struct JournalContents: Sendable {
+    public var header: JournalHeader
+    public var records: [JournalRecord]
+    public var damagedTailOffset: Int?
+    public var damagedTailReason: String?
+
+    public init(bytes: [UInt8], path: String) throws(JournalError) {
+        self.init(reading: try JournalReader(bytes: bytes, path: path))
+    }
+
+    public init(path: String) throws(JournalError) {
+        self.init(reading: try JournalReader(path: path))
+    }
+
+    private init(reading reader: JournalReader) {
+        var reader = reader
+        header = reader.header
+        records = []
+        while let record = reader.next() { records.append(record) }
+        damagedTailOffset = reader.damagedTailOffset
+        damagedTailReason = reader.damagedTailReason
+    }
+}
+
 /// A bounds-checked cursor over bytes.
 struct ByteReader {
-    let bytes: [UInt8]
+    let data: Data
     private(set) var offset = 0
 
-    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(data: Data) { self.data = data }
 
-    var isAtEnd: Bool { offset >= bytes.count }
+    var isAtEnd: Bool { offset >= data.count }
 
-    mutating func read(count: Int) -> ArraySlice<UInt8>? {
-        guard count >= 0, bytes.count - offset >= count else { return nil }
+    mutating func read(count: Int) -> Data? {
+        guard count >= 0, data.count - offset >= count else { return nil }
+        let base = data.startIndex + offset
         defer { offset += count }
-        return bytes[offset..<offset + count]
+        return data[base..<base + count]
     }
+
+    /// The bytes from `start` to the current offset.
+    func slice(from start: Int) -> Data { data[(data.startIndex + start)..<(data.startIndex + offset)] }
 
     mutating func readUInt8() -> UInt8? { read(count: 1)?.first }
 

@@ -33,18 +33,13 @@ public enum RecordingRepair {
         } catch {
             throw RecordingError(path: directory, reason: "cannot list the folder: \(error.localizedDescription)")
         }
-        var groups: [String: [JournalContents]] = [:]
+        var groups: [String: [JournalReader]] = [:]
         var journalNames: [String: [String]] = [:]
         for name in names where name.hasSuffix("." + JournalFormat.fileExtension) {
             do {
-                let contents = try JournalContents(path: directory + "/" + name)
-                if let offset = contents.damagedTailOffset {
-                    outcome.problems.append(
-                        "\(name): records after byte \(offset) unreadable (\(contents.damagedTailReason ?? "?")); earlier records used"
-                    )
-                }
-                groups[contents.header.file, default: []].append(contents)
-                journalNames[contents.header.file, default: []].append(name)
+                let reader = try JournalReader(path: directory + "/" + name)
+                groups[reader.header.file, default: []].append(reader)
+                journalNames[reader.header.file, default: []].append(name)
             } catch {
                 outcome.problems.append(error.description)
             }
@@ -65,6 +60,7 @@ public enum RecordingRepair {
         for base in groups.keys.sorted() {
             guard let journals = groups[base], let header = journals.first?.header else { continue }
             let rebuilt = rebuild(base: base, journals: journals, directory: directory, timing: timing)
+            outcome.problems += rebuilt.damagedJournals
             lastArrival = max(lastArrival, rebuilt.lastArrival)
             let muxer = rebuilt.muxer
             let fileName = rebuilt.file
@@ -98,36 +94,51 @@ public enum RecordingRepair {
         var file: String?
         var error: String?
         var lastArrival: Int64
+        /// Journals whose tail was unreadable (cut or corrupt), with where and why.
+        var damagedJournals: [String] = []
     }
 
     /// Rebuilds the container of segment `base` from its journals into a temporary file,
     /// verifies it and renames it over `<base>.webm|.mkv`.
-    static func rebuild(base: String, journals: [JournalContents], directory: String, timing: RecorderTiming) -> Rebuilt {
-        let recordingStart = journals.first?.header.recordingStartMicroseconds ?? 0
-        var merged: [(kind: MediaKind, codec: MediaCodec, record: JournalRecord)] = []
-        for journal in journals {
-            merged += journal.records.map { (journal.header.kind, journal.header.codec, $0) }
-        }
-        // Stable: records of one journal keep their order when arrival times tie.
-        merged = merged.enumerated().sorted {
-            ($0.element.record.arrivalMicroseconds, $0.offset) < ($1.element.record.arrivalMicroseconds, $1.offset)
-        }.map(\.element)
-        let lastArrival = merged.last?.record.arrivalMicroseconds ?? 0
+    static func rebuild(base: String, journals: [JournalReader], directory: String, timing: RecorderTiming) -> Rebuilt {
+        var readers = journals
+        let recordingStart = readers.first?.header.recordingStartMicroseconds ?? 0
         let temporaryBase = directory + "/.rebuild-" + base
         let muxer = SegmentMuxer(basePath: temporaryBase, recordingStart: recordingStart, timing: timing)
         var error: String?
+        var lastArrival: Int64 = 0
+        // Merge the journals by arrival time, one record at a time (ties: the earlier journal).
+        var heads: [JournalRecord?] = readers.indices.map { readers[$0].next() }
         do throws(MediaFileError) {
-            for item in merged {
-                switch item.record {
+            while true {
+                var pick: Int?
+                for index in heads.indices {
+                    guard let head = heads[index] else { continue }
+                    if let current = pick, let best = heads[current],
+                        best.arrivalMicroseconds <= head.arrivalMicroseconds
+                    {
+                        continue
+                    }
+                    pick = index
+                }
+                guard let index = pick, let record = heads[index] else { break }
+                heads[index] = readers[index].next()
+                let header = readers[index].header
+                lastArrival = max(lastArrival, record.arrivalMicroseconds)
+                switch record {
                 case .frame(let frame, let arrival):
-                    try muxer.append(kind: item.kind, frame: frame, arrival: arrival)
+                    try muxer.append(kind: header.kind, frame: frame, arrival: arrival)
                 case .senderReport(let ntp, let rtp, _):
-                    muxer.senderReport(kind: item.kind, ntp: ntp, rtpTimestamp: rtp, codec: item.codec)
+                    muxer.senderReport(kind: header.kind, ntp: ntp, rtpTimestamp: rtp, codec: header.codec)
                 }
             }
             try muxer.finish()
         } catch let failure {
             error = failure.description
+        }
+        let damaged = readers.compactMap { reader -> String? in
+            guard let offset = reader.damagedTailOffset else { return nil }
+            return "\((reader.path as NSString).lastPathComponent): records after byte \(offset) unreadable (\(reader.damagedTailReason ?? "?")); earlier records used"
         }
         var fileName: String?
         if let path = muxer.path {
@@ -148,7 +159,7 @@ public enum RecordingRepair {
         } else if error == nil {
             error = "no frame could be written (no video keyframe in the journal)"
         }
-        return Rebuilt(muxer: muxer, file: fileName, error: error, lastArrival: lastArrival)
+        return Rebuilt(muxer: muxer, file: fileName, error: error, lastArrival: lastArrival, damagedJournals: damaged)
     }
 
     private static func update(
