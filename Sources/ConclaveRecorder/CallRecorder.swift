@@ -196,7 +196,12 @@ public final class CallRecorder {
         } catch {
             failContainer(active, error)
         }
-        if kind == .video, active.muxer.isWaitingForKeyframe { askForKeyframe(active, now: arrival) }
+        if kind == .video,
+            active.muxer.isWaitingForKeyframe
+                || (active.muxer.state == .writing && !active.muxer.writtenKinds.contains(.video))
+        {
+            askForKeyframe(active, now: arrival)
+        }
     }
 
     /// A frame of `feedID` that did not decrypt: counted, never written.
@@ -329,6 +334,11 @@ public final class CallRecorder {
         }
         if kind == .video, let old = segment.dimensions, let new = VideoDimensions.of(frame), old != new {
             return "resolution \(old) -> \(new)"
+        }
+        // The file was created without this kind (it came too late, or the participant turned
+        // the camera on): a keyframe starts a segment that has it.
+        if segment.muxer.state == .writing, !segment.muxer.writtenKinds.contains(kind), frame.isKeyframe {
+            return "\(kind) started"
         }
         return nil
     }

@@ -132,6 +132,9 @@ public final class SegmentMuxer {
         if liveDescriptor >= 0 { _ = Glibc.close(liveDescriptor) }
     }
 
+    /// The kinds the container was created with (empty until it is).
+    public var writtenKinds: Set<MediaKind> { Set(trackIndex.keys) }
+
     /// Whether video frames are arriving but no keyframe yet (the caller should ask for one).
     public var isWaitingForKeyframe: Bool {
         state == .buffering && (tracks[.video]?.framesDroppedBeforeKeyframe ?? 0) > 0

@@ -200,6 +200,35 @@ struct CallRecorderTests {
         #expect(participant.segments.first?.tracks.first { $0.kind == .video }?.framesWritten == 60)
     }
 
+    @Test("Video that starts after the file was created without it starts a new segment with both")
+    func lateVideo() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = try makeRecorder(directory: directory, start: start)
+        recorder.participantJoined(feedID: 55, display: "u5:Cam", at: start)
+        let events = try SimulatedPublisher(feedID: 55, display: "u5:Cam", codec: .vp8, seconds: 5).events(recordingStart: start)
+        // The camera comes on after 2.5 s.
+        play(
+            events.filter { event in
+                if case .frame(_, .video, let frame, _) = event { return frame.rtpTimestamp &- 0xFFFF_0000 >= 75 * 3000 }
+                if case .senderReport(_, .video, _, _, _) = event { return false }
+                return true
+            },
+            into: recorder,
+            from: start
+        )
+        let manifest = recorder.finish(at: start + 6_000_000)
+        let segments = try #require(manifest.participants.first).segments
+        #expect(segments.map(\.startReason) == ["joined", "video started"])
+        let first = try #require(segments.first)
+        #expect((first.tracks.first { $0.kind == .video }?.framesWritten ?? 0) == 0)
+        #expect(try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(first.file)).path) == ["opus"])
+        let second = try #require(segments.last)
+        // From the first keyframe after the camera came on (frame 90) to the end.
+        #expect(second.tracks.first { $0.kind == .video }?.framesWritten == 60)
+        #expect(try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(second.file)).path).sorted() == ["opus", "vp8"])
+    }
+
     @Test("A full disk stops the tracks with a clear error and keeps what was written readable")
     func diskFull() throws {
         let directory = try TestPaths.temporaryDirectory()

@@ -148,7 +148,12 @@ struct SimulatedPublisher {
                 encoder: try VideoEncoderSettings(codec: codec, width: width, height: height, bitrate: 300_000)
                     .makeEncoder()
             )
-            while let timed = try source.nextFrame() {
+            var index = 0
+            while true {
+                // A keyframe every second, as a publisher answering the recorder's requests would send.
+                if index % 30 == 0 { source.requestKeyframe() }
+                index += 1
+                guard let timed = try source.nextFrame() else { break }
                 let capture = origin + microseconds(timed.mediaTime)
                 events.append(.frame(feedID, .video, timed.frame, capture + delay + 5_000))
                 if timed.frame.rtpTimestamp &- videoBase == 0 || (timed.frame.rtpTimestamp &- videoBase) % 90_000 == 45_000 {

@@ -28,6 +28,11 @@ let packageRoot = FileManager.default.currentDirectoryPath
 let binaries = environment["BENCH_BIN"] ?? packageRoot + "/.build/release"
 let python = environment["CONCLAVE_PYTHON"] ?? packageRoot + "/.venv/bin/python3"
 
+/// Prints a line at once (standard output may be a file or a pipe).
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
 struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
@@ -115,7 +120,7 @@ func report(_ name: String, feeds: Int, usage: ChildUsage, outcome: Outcome) -> 
     // denominator for both recorders.
     let streamSeconds = Double(feeds * recordSeconds)
     let perStreamSecond = usage.cpuSeconds / streamSeconds
-    print(
+    say(
         String(
             format:
                 "  %@ N=%2d: %.5f CPU-s per stream-second (%.2f%% of a core per participant), CPU %.1f s, peak %.0f MB, frames written/sent %d/%d (%.4f), %d files%@",
@@ -137,7 +142,7 @@ func report(_ name: String, feeds: Int, usage: ChildUsage, outcome: Outcome) -> 
 
 let bed = try JanusTestBed()
 defer { bed.stop() }
-print(
+say(
     "Janus \(bed.webSocketURL); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(recordSeconds) s per recording; VP8 1 Mbit/s + Opus per publisher"
 )
 let connection = try await JanusConnection.connect(to: bed.webSocketURL)
@@ -193,7 +198,7 @@ for feeds in feedCounts {
         feedIDs = participants.filter(\.isPublisher).map(\.id)
     }
     try await Task.sleep(for: .seconds(2))
-    print("N = \(feeds) publishers (room \(room))")
+    say("N = \(feeds) publishers (room \(room))")
 
     // Conclave
     let conclaveOut = directory.appendingPathComponent("conclave-\(feeds)").path
@@ -230,13 +235,14 @@ for feeds in feedCounts {
         aiortcOut + "/" + $0
     }
     let aiortcCPU = report("aiortc", feeds: feeds, usage: aiortcUsage, outcome: try analyze(files: aiortcFiles))
-    print(String(format: "  ratio N=%d: aiortc uses %.1fx the CPU of Conclave", feeds, aiortcCPU / max(conclaveCPU, 1e-9)))
+    say(String(format: "  ratio N=%d: aiortc uses %.1fx the CPU of Conclave", feeds, aiortcCPU / max(conclaveCPU, 1e-9)))
     if aiortcUsage.status != 0 {
         let log = (try? String(contentsOfFile: directory.appendingPathComponent("aiortc-\(feeds).log").path, encoding: .utf8)) ?? ""
-        print("  aiortc log tail: \(log.suffix(400))")
+        say("  aiortc log tail: \(log.suffix(400))")
     }
 
-    for process in ffmpegs { process.terminate() }
+    // SIGKILL: the feeders inherit a signal mask that blocks SIGTERM.
+    for process in ffmpegs { kill(process.processIdentifier, SIGKILL) }
     for process in ffmpegs { process.waitUntilExit() }
     try await admin.destroyRoom(room)
 }
