@@ -99,7 +99,10 @@ struct Outcome {
     var written = 0
     var sent = 0
     var files = 0
-    var streamSeconds = 0.0
+    var videoWritten = 0
+    var videoSent = 0
+    var audioWritten = 0
+    var audioSent = 0
 }
 
 func analyze(files: [String]) throws -> Outcome {
@@ -109,8 +112,13 @@ func analyze(files: [String]) throws -> Outcome {
         let audio = try packetSpan(file, stream: "a:0")
         outcome.files += 1
         outcome.written += video.packets + audio.packets
-        outcome.sent += (video.packets > 0 ? Int((video.seconds * 30).rounded()) + 1 : 0)
-        outcome.sent += (audio.packets > 0 ? Int((audio.seconds * 50).rounded()) + 1 : 0)
+        let videoSent = video.packets > 0 ? Int((video.seconds * 30).rounded()) + 1 : 0
+        let audioSent = audio.packets > 0 ? Int((audio.seconds * 50).rounded()) + 1 : 0
+        outcome.sent += videoSent + audioSent
+        outcome.videoWritten += video.packets
+        outcome.videoSent += videoSent
+        outcome.audioWritten += audio.packets
+        outcome.audioSent += audioSent
     }
     return outcome
 }
@@ -123,7 +131,7 @@ func report(_ name: String, feeds: Int, usage: ChildUsage, outcome: Outcome) -> 
     say(
         String(
             format:
-                "  %@ N=%2d: %.5f CPU-s per stream-second (%.2f%% of a core per participant), CPU %.1f s, peak %.0f MB, frames written/sent %d/%d (%.4f), %d files%@",
+                "  %@ N=%2d: %.5f CPU-s per stream-second (%.2f%% of a core per participant), CPU %.1f s, peak %.0f MB, frames written/sent %d/%d (%.4f; video %d/%d, audio %d/%d), %d files%@",
             name.padding(toLength: 8, withPad: " ", startingAt: 0),
             feeds,
             perStreamSecond,
@@ -133,6 +141,10 @@ func report(_ name: String, feeds: Int, usage: ChildUsage, outcome: Outcome) -> 
             outcome.written,
             outcome.sent,
             outcome.sent > 0 ? Double(outcome.written) / Double(outcome.sent) : 0,
+            outcome.videoWritten,
+            outcome.videoSent,
+            outcome.audioWritten,
+            outcome.audioSent,
             outcome.files,
             usage.status == 0 ? "" : " (exit status \(usage.status))"
         )
@@ -150,7 +162,7 @@ let admin = try await VideoRoomHandle.attach(to: try await connection.createSess
 
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-recorder-\(getpid())")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(at: directory) }
+defer { if environment["BENCH_KEEP"] == nil { try? FileManager.default.removeItem(at: directory) } }
 let media = directory.appendingPathComponent("feed.webm").path
 _ = try run(
     "ffmpeg",
