@@ -6,7 +6,9 @@ import Foundation
 /// How long the recorder waits before fixing a segment's layout, and when it splits segments.
 public struct RecorderTiming: Sendable, Hashable {
     /// How long after a segment's first frame the recorder waits to see which kinds (audio,
-    /// video) the participant sends before creating the file.
+    /// video) the participant sends before creating the file. Subscribers deliver video only from
+    /// a keyframe on, so this covers a sender's keyframe interval; the journals hold the frames
+    /// meanwhile, so a crash loses nothing.
     public var layoutWait: Duration
     /// How long a track waits for its first sender report (needed to place it on the call
     /// timeline) before falling back to arrival times.
@@ -20,7 +22,7 @@ public struct RecorderTiming: Sendable, Hashable {
     public var reportedGap: Duration
 
     public init(
-        layoutWait: Duration = .milliseconds(1500),
+        layoutWait: Duration = .seconds(3),
         syncWait: Duration = .seconds(3),
         keyframeWait: Duration = .seconds(15),
         longGap: Duration = .seconds(10),

@@ -206,25 +206,25 @@ struct CallRecorderTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let recorder = try makeRecorder(directory: directory, start: start)
         recorder.participantJoined(feedID: 55, display: "u5:Cam", at: start)
-        let events = try SimulatedPublisher(feedID: 55, display: "u5:Cam", codec: .vp8, seconds: 5).events(recordingStart: start)
-        // The camera comes on after 2.5 s.
+        let events = try SimulatedPublisher(feedID: 55, display: "u5:Cam", codec: .vp8, seconds: 6).events(recordingStart: start)
+        // The camera comes on after 3.5 s, when the audio-only file exists.
         play(
             events.filter { event in
-                if case .frame(_, .video, let frame, _) = event { return frame.rtpTimestamp &- 0xFFFF_0000 >= 75 * 3000 }
+                if case .frame(_, .video, let frame, _) = event { return frame.rtpTimestamp &- 0xFFFF_0000 >= 105 * 3000 }
                 if case .senderReport(_, .video, _, _, _) = event { return false }
                 return true
             },
             into: recorder,
             from: start
         )
-        let manifest = recorder.finish(at: start + 6_000_000)
+        let manifest = recorder.finish(at: start + 7_000_000)
         let segments = try #require(manifest.participants.first).segments
         #expect(segments.map(\.startReason) == ["joined", "video started"])
         let first = try #require(segments.first)
         #expect((first.tracks.first { $0.kind == .video }?.framesWritten ?? 0) == 0)
         #expect(try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(first.file)).path) == ["opus"])
         let second = try #require(segments.last)
-        // From the first keyframe after the camera came on (frame 90) to the end.
+        // From the first keyframe after the camera came on (frame 120) to the end.
         #expect(second.tracks.first { $0.kind == .video }?.framesWritten == 60)
         #expect(try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(second.file)).path).sorted() == ["opus", "vp8"])
     }
