@@ -1,0 +1,616 @@
+import ConclaveAV
+public import ConclaveCore
+import Foundation
+public import Logging
+
+/// Records a call: one container per participant per continuous segment, each track journaled
+/// beside it, and `manifest.json` describing it all.
+///
+/// Fed in arrival order from one task (``RecordingSession`` in Conclave does that from a call).
+/// Only decrypted frames reach it; undecryptable ones are counted, never written. File errors
+/// (disk full, I/O) stop only the tracks of the affected file and are reported in the manifest;
+/// the recorder never throws into the call. Not thread-safe: one task owns it.
+public final class CallRecorder {
+    /// What the recording is of.
+    public struct Configuration: Sendable {
+        public var directory: String
+        public var callID: String
+        public var room: UInt64?
+        public var janusURL: String?
+        public var recorderVersion: String
+        public var cryptoFormat: String
+        public var keyEpochs: [UInt64]
+        public var timing: RecorderTiming
+        /// How often the manifest is rewritten while recording.
+        public var manifestInterval: Duration
+
+        public init(
+            directory: String,
+            callID: String,
+            room: UInt64? = nil,
+            janusURL: String? = nil,
+            recorderVersion: String,
+            cryptoFormat: String,
+            keyEpochs: [UInt64] = [],
+            timing: RecorderTiming = RecorderTiming(),
+            manifestInterval: Duration = .seconds(2)
+        ) {
+            self.directory = directory
+            self.callID = callID
+            self.room = room
+            self.janusURL = janusURL
+            self.recorderVersion = recorderVersion
+            self.cryptoFormat = cryptoFormat
+            self.keyEpochs = keyEpochs
+            self.timing = timing
+            self.manifestInterval = manifestInterval
+        }
+    }
+
+    private final class Track {
+        let kind: MediaKind
+        let codec: MediaCodec
+        var journal: JournalWriter?
+        let journalName: String
+        var undecryptable = 0
+        var error: String?
+
+        init(kind: MediaKind, codec: MediaCodec, journal: JournalWriter?, journalName: String, error: String?) {
+            self.kind = kind
+            self.codec = codec
+            self.journal = journal
+            self.journalName = journalName
+            self.error = error
+        }
+    }
+
+    private final class Segment {
+        let index: Int
+        let feedID: UInt64
+        let baseName: String
+        let startReason: String
+        let muxer: SegmentMuxer
+        var tracks: [MediaKind: Track] = [:]
+        var lastArrival: Int64
+        var dimensions: VideoDimensions?
+        var closed = false
+        var closeError: String?
+        var journalsRemoved = false
+        /// The seekable file rebuilt from the journals at a clean finish.
+        var finalMuxer: SegmentMuxer?
+        var lastKeyframeRequest: Int64?
+
+        init(index: Int, feedID: UInt64, baseName: String, startReason: String, muxer: SegmentMuxer, now: Int64) {
+            self.index = index
+            self.feedID = feedID
+            self.baseName = baseName
+            self.startReason = startReason
+            self.muxer = muxer
+            lastArrival = now
+        }
+    }
+
+    private final class Participant {
+        let identity: ParticipantIdentity
+        var display: String?
+        var feedIDs: [UInt64] = []
+        var segments: [Segment] = []
+        var undecryptable = 0
+        var failureReason: String?
+        var pendingStartReason = "joined"
+
+        init(identity: ParticipantIdentity, display: String?) {
+            self.identity = identity
+            self.display = display
+        }
+    }
+
+    public let configuration: Configuration
+    /// The call timeline's origin (Unix microseconds).
+    public let startTime: Int64
+    private let logger: Logger
+    private let requestKeyframe: (UInt64) -> Void
+    private var participants: [String: Participant] = [:]
+    private var participantOrder: [String] = []
+    private var participantByFeed: [UInt64: String] = [:]
+    private var activeSegment: [UInt64: Segment] = [:]
+    private var lastManifestWrite: Int64?
+    private var endTime: Int64?
+    private var finished = false
+
+    /// Creates the folder and the first manifest.
+    ///
+    /// - Parameters:
+    ///   - startTime: the call timeline's origin, Unix microseconds (normally now).
+    ///   - requestKeyframe: asks the sender of a feed's video for a keyframe; called at most once a
+    ///     second per feed while a segment waits for one.
+    public init(
+        configuration: Configuration,
+        startTime: Int64,
+        logger: Logger,
+        requestKeyframe: @escaping (UInt64) -> Void = { _ in }
+    ) throws(RecordingError) {
+        self.configuration = configuration
+        self.startTime = startTime
+        self.logger = logger
+        self.requestKeyframe = requestKeyframe
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.directory,
+                withIntermediateDirectories: true
+            )
+        } catch {
+            throw RecordingError(path: configuration.directory, reason: "cannot create the folder: \(error.localizedDescription)")
+        }
+        try manifest().write(to: configuration.directory)
+        lastManifestWrite = startTime
+    }
+
+    // MARK: - Events
+
+    /// A publisher appeared (or reappeared: a rejoin continues in a new segment, opened by its
+    /// first frame).
+    public func participantJoined(feedID: UInt64, display: String?, at now: Int64) {
+        let participant = participant(for: feedID, display: display)
+        // A join for a feed that is already sending is the late announcement of that feed (media
+        // can overtake the room event), not a rejoin.
+        if activeSegment[feedID] == nil, !participant.segments.isEmpty { participant.pendingStartReason = "rejoined" }
+    }
+
+    /// A publisher left: its segment ends.
+    public func participantLeft(feedID: UInt64, at now: Int64) {
+        if let segment = activeSegment[feedID] { close(segment, now: now) }
+        if let key = participantByFeed[feedID] { participants[key]?.pendingStartReason = "rejoined" }
+    }
+
+    /// A decrypted frame of `feedID`'s `kind` stream.
+    public func frame(feedID: UInt64, kind: MediaKind, frame: EncodedFrame, arrival: Int64) {
+        guard !finished else { return }
+        let participant = participant(for: feedID, display: nil)
+        var segment = activeSegment[feedID]
+        if let current = segment {
+            if let reason = splitReason(current, kind: kind, frame: frame, arrival: arrival) {
+                close(current, now: arrival)
+                participant.pendingStartReason = reason
+                segment = nil
+            }
+        }
+        let active = segment ?? openSegment(for: participant, feedID: feedID, now: arrival)
+        active.lastArrival = arrival
+        if kind == .video, let dimensions = VideoDimensions.of(frame), active.dimensions == nil {
+            active.dimensions = dimensions
+        }
+        let track = track(kind, codec: frame.codec, in: active, participant: participant)
+        // A track whose journal or file failed is stopped: nothing more is written for it.
+        if track.error != nil { return }
+        if let journal = track.journal {
+            do {
+                try journal.append(frame, arrivalMicroseconds: arrival)
+            } catch {
+                fail(track, segment: active, error.description)
+            }
+        }
+        if track.error != nil { return }
+        do {
+            try active.muxer.append(kind: kind, frame: frame, arrival: arrival)
+        } catch {
+            failContainer(active, error)
+        }
+        if kind == .video,
+            active.muxer.isWaitingForKeyframe
+                || (active.muxer.state == .writing && !active.muxer.writtenKinds.contains(.video))
+        {
+            askForKeyframe(active, now: arrival)
+        }
+    }
+
+    /// A frame of `feedID` that did not decrypt: counted, never written.
+    public func undecryptable(feedID: UInt64, kind: MediaKind, reason: String, at now: Int64) {
+        let participant = participant(for: feedID, display: nil)
+        participant.undecryptable += 1
+        participant.failureReason = reason
+        activeSegment[feedID]?.tracks[kind]?.undecryptable += 1
+    }
+
+    /// A sender report of `feedID`'s `kind` stream.
+    public func senderReport(feedID: UInt64, kind: MediaKind, ntp: UInt64, rtpTimestamp: UInt32, arrival: Int64) {
+        guard let segment = activeSegment[feedID], let track = segment.tracks[kind] else {
+            pendingReports[feedID, default: [:]][kind] = (ntp, rtpTimestamp, arrival)
+            return
+        }
+        record(report: (ntp, rtpTimestamp, arrival), track: track, segment: segment)
+    }
+
+    private var pendingReports: [UInt64: [MediaKind: (UInt64, UInt32, Int64)]] = [:]
+
+    private func record(report: (UInt64, UInt32, Int64), track: Track, segment: Segment) {
+        if let journal = track.journal {
+            do {
+                try journal.appendSenderReport(ntp: report.0, rtpTimestamp: report.1, arrivalMicroseconds: report.2)
+            } catch {
+                fail(track, segment: segment, error.description)
+            }
+        }
+        segment.muxer.senderReport(kind: track.kind, ntp: report.0, rtpTimestamp: report.1, codec: track.codec)
+    }
+
+    /// Called about once a second: opens files whose waits ran out, flushes containers, syncs
+    /// journals, rewrites the manifest now and then, and ends segments after a long silence.
+    public func tick(now: Int64) {
+        guard !finished else { return }
+        for segment in activeSegment.values {
+            if now - segment.lastArrival > configuration.timing.longGap.microsecondsValue {
+                close(segment, now: now)
+                continue
+            }
+            do {
+                try segment.muxer.tick(now: now)
+                try segment.muxer.flush()
+            } catch {
+                failContainer(segment, error)
+            }
+            for track in segment.tracks.values {
+                guard let journal = track.journal else { continue }
+                do { try journal.syncIfDue(now: now) } catch { fail(track, segment: segment, error.description) }
+            }
+        }
+        if let last = lastManifestWrite, now - last < configuration.manifestInterval.microsecondsValue { return }
+        lastManifestWrite = now
+        writeManifest()
+    }
+
+    /// Ends every segment, verifies each container, removes the journals of verified ones and
+    /// writes the final manifest.
+    @discardableResult
+    public func finish(at now: Int64) -> RecordingManifest {
+        if !finished {
+            finished = true
+            endTime = now
+            for segment in activeSegment.values { close(segment, now: now) }
+        }
+        writeManifest()
+        return manifest()
+    }
+
+    // MARK: - Segments
+
+    private func participant(for feedID: UInt64, display: String?) -> Participant {
+        if let key = participantByFeed[feedID], let participant = participants[key] {
+            if let display, participant.display == nil {
+                participant.display = display
+                // Media can arrive before the join event that names the participant: take the
+                // identity the display gives, merging into an earlier entry of the same user.
+                let identity = ParticipantIdentity(feedID: feedID, display: display)
+                if identity.key != participant.identity.key {
+                    return rekey(participant, from: key, to: identity)
+                }
+            }
+            return participant
+        }
+        let identity = ParticipantIdentity(feedID: feedID, display: display)
+        let participant: Participant
+        if let existing = participants[identity.key] {
+            participant = existing
+        } else {
+            participant = Participant(identity: identity, display: display)
+            participants[identity.key] = participant
+            participantOrder.append(identity.key)
+        }
+        if !participant.feedIDs.contains(feedID) { participant.feedIDs.append(feedID) }
+        participantByFeed[feedID] = identity.key
+        return participant
+    }
+
+    private func rekey(_ participant: Participant, from oldKey: String, to identity: ParticipantIdentity) -> Participant {
+        participants[oldKey] = nil
+        let target: Participant
+        if let existing = participants[identity.key] {
+            target = existing
+            for feed in participant.feedIDs where !target.feedIDs.contains(feed) { target.feedIDs.append(feed) }
+            target.segments += participant.segments
+            target.undecryptable += participant.undecryptable
+            target.failureReason = target.failureReason ?? participant.failureReason
+            participantOrder.removeAll { $0 == oldKey }
+        } else {
+            target = Participant(identity: identity, display: participant.display)
+            target.feedIDs = participant.feedIDs
+            target.segments = participant.segments
+            target.undecryptable = participant.undecryptable
+            target.failureReason = participant.failureReason
+            target.pendingStartReason = participant.pendingStartReason
+            participants[identity.key] = target
+            if let index = participantOrder.firstIndex(of: oldKey) { participantOrder[index] = identity.key }
+        }
+        for feed in target.feedIDs { participantByFeed[feed] = identity.key }
+        return target
+    }
+
+    private func splitReason(_ segment: Segment, kind: MediaKind, frame: EncodedFrame, arrival: Int64) -> String? {
+        if arrival - segment.lastArrival > configuration.timing.longGap.microsecondsValue {
+            return "gap of \(String(format: "%.1f", (arrival - segment.lastArrival).seconds)) s"
+        }
+        if let track = segment.tracks[kind], track.codec != frame.codec {
+            return "codec \(track.codec) -> \(frame.codec)"
+        }
+        if kind == .video, let old = segment.dimensions, let new = VideoDimensions.of(frame), old != new {
+            return "resolution \(old) -> \(new)"
+        }
+        // The file was created without this kind (it came too late, or the participant turned
+        // the camera on): a keyframe starts a segment that has it.
+        if segment.muxer.state == .writing, !segment.muxer.writtenKinds.contains(kind), frame.isKeyframe {
+            return "\(kind) started"
+        }
+        return nil
+    }
+
+    private func openSegment(for participant: Participant, feedID: UInt64, now: Int64) -> Segment {
+        let index = participant.segments.count + 1
+        let baseName = "\(participant.identity.fileSafeKey)-\(feedID)-s\(index)"
+        let segment = Segment(
+            index: index,
+            feedID: feedID,
+            baseName: baseName,
+            startReason: participant.pendingStartReason,
+            muxer: SegmentMuxer(
+                basePath: configuration.directory + "/" + baseName,
+                recordingStart: startTime,
+                timing: configuration.timing,
+                live: true
+            ),
+            now: now
+        )
+        participant.segments.append(segment)
+        activeSegment[feedID] = segment
+        logger.info(
+            "recording segment",
+            metadata: ["participant": "\(participant.identity.key)", "feed": "\(feedID)", "segment": "\(index)"]
+        )
+        return segment
+    }
+
+    private func track(_ kind: MediaKind, codec: MediaCodec, in segment: Segment, participant: Participant) -> Track {
+        if let track = segment.tracks[kind] { return track }
+        let name = "\(segment.baseName).\(kind.rawValue).\(JournalFormat.fileExtension)"
+        let header = JournalHeader(
+            participant: participant.identity.key,
+            feedID: segment.feedID,
+            display: participant.display,
+            segment: segment.index,
+            file: segment.baseName,
+            kind: kind,
+            codec: codec,
+            recordingStartMicroseconds: startTime
+        )
+        let track: Track
+        do {
+            let journal = try JournalWriter(path: configuration.directory + "/" + name, header: header)
+            track = Track(kind: kind, codec: codec, journal: journal, journalName: name, error: nil)
+        } catch {
+            logger.error("cannot journal track", metadata: ["error": "\(error)"])
+            track = Track(kind: kind, codec: codec, journal: nil, journalName: name, error: error.description)
+        }
+        segment.tracks[kind] = track
+        if let report = pendingReports[segment.feedID]?.removeValue(forKey: kind) {
+            record(report: report, track: track, segment: segment)
+        }
+        return track
+    }
+
+    private func askForKeyframe(_ segment: Segment, now: Int64) {
+        if let last = segment.lastKeyframeRequest, now - last < 1_000_000 { return }
+        segment.lastKeyframeRequest = now
+        requestKeyframe(segment.feedID)
+    }
+
+    /// A journal failed: the track stops (its container track too, so the file never holds frames
+    /// that the journal cannot restore) and the error is reported.
+    private func fail(_ track: Track, segment: Segment, _ message: String) {
+        logger.error("journal failed; track stopped", metadata: ["error": "\(message)"])
+        track.error = message
+        try? track.journal?.close()
+        track.journal = nil
+    }
+
+    private func failContainer(_ segment: Segment, _ error: MediaFileError) {
+        logger.error("container failed; segment stopped", metadata: ["error": "\(error)"])
+        segment.closeError = error.description
+        for track in segment.tracks.values where track.error == nil { track.error = error.description }
+    }
+
+    private func close(_ segment: Segment, now: Int64) {
+        guard !segment.closed else { return }
+        segment.closed = true
+        if activeSegment[segment.feedID] === segment { activeSegment[segment.feedID] = nil }
+        do {
+            try segment.muxer.finish()
+        } catch {
+            failContainer(segment, error)
+        }
+        var journalsClean = true
+        for track in segment.tracks.values {
+            do { try track.journal?.close() } catch {
+                journalsClean = false
+                track.error = track.error ?? error.description
+            }
+            if track.error != nil { journalsClean = false }
+        }
+        guard journalsClean, segment.closeError == nil, segment.muxer.path != nil else { return }
+        // The live file has no index; rebuild a seekable one from the journals (the same frames),
+        // verify it, and only then drop the journals.
+        var journals: [JournalReader] = []
+        // In name order, as `repair` reads them, so both merge ties alike.
+        for kind in [MediaKind.audio, .video] {
+            guard let track = segment.tracks[kind] else { continue }
+            do {
+                journals.append(try JournalReader(path: configuration.directory + "/" + track.journalName))
+            } catch {
+                logger.warning("journal unreadable; live file and journals kept", metadata: ["error": "\(error)"])
+                return
+            }
+        }
+        let rebuilt = RecordingRepair.rebuild(
+            base: segment.baseName,
+            journals: journals,
+            directory: configuration.directory,
+            timing: configuration.timing
+        )
+        if let error = rebuilt.error {
+            logger.warning("final file not rebuilt; live file and journals kept", metadata: ["reason": "\(error)"])
+            return
+        }
+        segment.finalMuxer = rebuilt.muxer
+        for track in segment.tracks.values {
+            try? FileManager.default.removeItem(atPath: configuration.directory + "/" + track.journalName)
+        }
+        segment.journalsRemoved = true
+    }
+
+    private func writeManifest() {
+        do {
+            try manifest().write(to: configuration.directory)
+        } catch {
+            logger.error("manifest not written", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: - Manifest
+
+    /// The manifest as things stand.
+    public func manifest() -> RecordingManifest {
+        var entries: [RecordingManifest.Participant] = []
+        var notRecorded: [RecordingManifest.NotRecorded] = []
+        for key in participantOrder {
+            guard let participant = participants[key] else { continue }
+            let segments = participant.segments.map(manifestSegment)
+            let recorded = segments.contains { segment in segment.tracks.contains { $0.framesWritten > 0 } }
+            var reason: String?
+            if !recorded {
+                if participant.undecryptable > 0 {
+                    reason =
+                        "frames did not decrypt with the keys held (\(participant.failureReason ?? "unknown"), \(participant.undecryptable) frames)"
+                } else if participant.segments.isEmpty {
+                    reason = "no media received"
+                } else if finished {
+                    reason = "no frame could be written (no video keyframe, or a write error)"
+                } else {
+                    reason = "waiting for media"
+                }
+                notRecorded.append(
+                    .init(key: key, feedIDs: participant.feedIDs, display: participant.display, reason: reason ?? "")
+                )
+            } else if participant.undecryptable > 0 {
+                reason =
+                    "recorded in part: \(participant.undecryptable) frames did not decrypt (\(participant.failureReason ?? "unknown"))"
+            }
+            entries.append(
+                .init(
+                    key: key,
+                    feedIDs: participant.feedIDs,
+                    display: participant.display,
+                    userID: participant.identity.userID,
+                    recorded: recorded,
+                    reason: reason,
+                    framesUndecryptable: participant.undecryptable,
+                    segments: segments
+                )
+            )
+        }
+        return RecordingManifest(
+            callID: configuration.callID,
+            room: configuration.room,
+            janusURL: configuration.janusURL,
+            recorderVersion: configuration.recorderVersion,
+            cryptoFormat: configuration.cryptoFormat,
+            keyEpochs: configuration.keyEpochs,
+            startTime: iso8601(unixMicroseconds: startTime),
+            endTime: endTime.map { iso8601(unixMicroseconds: $0) },
+            status: finished ? "finished" : "recording",
+            participants: entries,
+            notRecorded: notRecorded
+        )
+    }
+
+    private func manifestSegment(_ segment: Segment) -> RecordingManifest.Segment {
+        let muxer = segment.finalMuxer ?? segment.muxer
+        var tracks: [RecordingManifest.Track] = []
+        for kind in [MediaKind.audio, .video] {
+            guard let track = segment.tracks[kind] else { continue }
+            let progress = muxer.tracks[kind] ?? TrackProgress(codec: track.codec)
+            tracks.append(
+                RecordingManifest.Track(
+                    progress,
+                    kind: kind,
+                    undecryptable: track.undecryptable,
+                    error: track.error
+                )
+            )
+        }
+        let lastTimes = tracks.compactMap(\.lastTimestamp)
+        return RecordingManifest.Segment(
+            index: segment.index,
+            feedID: segment.feedID,
+            startReason: segment.startReason,
+            file: muxer.path.map { segment.baseName + "." + ($0 as NSString).pathExtension },
+            startOffset: muxer.fileStart?.seconds,
+            endOffset: lastTimes.max(),
+            error: segment.closeError,
+            journals: segment.journalsRemoved
+                ? []
+                : segment.tracks.values.map(\.journalName).filter {
+                    FileManager.default.fileExists(atPath: configuration.directory + "/" + $0)
+                }.sorted(),
+            tracks: tracks
+        )
+    }
+}
+
+extension RecordingManifest.Track {
+    init(_ progress: TrackProgress, kind: MediaKind, undecryptable: Int, error: String?) {
+        self.init(
+            kind: kind,
+            codec: progress.codec,
+            width: progress.dimensions?.width,
+            height: progress.dimensions?.height,
+            firstTimestamp: progress.firstTimestamp?.seconds,
+            lastTimestamp: progress.lastTimestamp?.seconds,
+            framesReceived: progress.framesReceived,
+            framesWritten: progress.framesWritten,
+            framesLost: progress.framesLost,
+            framesUndecryptable: undecryptable,
+            framesDroppedBeforeKeyframe: progress.framesDroppedBeforeKeyframe,
+            gaps: progress.gaps,
+            gapSeconds: progress.gapMicroseconds.seconds,
+            error: error
+        )
+    }
+}
+
+/// Checks a closed container: it opens, and holds as many packets per track as were written.
+enum ContainerVerification {
+    enum Outcome {
+        case success
+        case failure(String)
+    }
+
+    static func verify(path: String, expected: [MediaKind: TrackProgress]) -> Outcome {
+        do {
+            let demuxer = try MediaDemuxer(path: path)
+            var counts: [MediaKind: Int] = [:]
+            while let packet = try demuxer.readPacket() {
+                guard packet.streamIndex >= 0, packet.streamIndex < demuxer.streams.count,
+                    let kind = demuxer.streams[packet.streamIndex].kind
+                else { continue }
+                counts[kind, default: 0] += 1
+            }
+            for (kind, progress) in expected where progress.framesWritten > 0 {
+                let found = counts[kind] ?? 0
+                guard found == progress.framesWritten else {
+                    return .failure("\(kind) has \(found) frames, \(progress.framesWritten) were written")
+                }
+            }
+            return .success
+        } catch {
+            return .failure(error.description)
+        }
+    }
+}

@@ -1,2 +1,0 @@
-/// Placeholder until the module has code of its own.
-enum ConclaveRecorderPlaceholder {}

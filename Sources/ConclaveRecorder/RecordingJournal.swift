@@ -1,0 +1,401 @@
+public import ConclaveCore
+import Foundation
+
+/// What a journal file describes: one track of one segment of one participant.
+///
+/// The header is JSON so that `recordings repair` can rebuild a container from the journal alone,
+/// without the manifest (which a crash may have left stale).
+public struct JournalHeader: Codable, Sendable, Hashable {
+    /// The participant key (the display name's user id, else `feed-<id>`).
+    public var participant: String
+    /// The Janus feed id the segment was received from.
+    public var feedID: UInt64
+    /// The display name, if the publisher set one.
+    public var display: String?
+    /// The segment's number within the participant (1-based).
+    public var segment: Int
+    /// The container file this journal belongs to (a name in the same folder).
+    public var file: String
+    /// Audio or video.
+    public var kind: MediaKind
+    /// The codec of every frame in the journal.
+    public var codec: MediaCodec
+    /// The call timeline's origin: the recording's start, in microseconds since the Unix epoch.
+    public var recordingStartMicroseconds: Int64
+
+    public init(
+        participant: String,
+        feedID: UInt64,
+        display: String?,
+        segment: Int,
+        file: String,
+        kind: MediaKind,
+        codec: MediaCodec,
+        recordingStartMicroseconds: Int64
+    ) {
+        self.participant = participant
+        self.feedID = feedID
+        self.display = display
+        self.segment = segment
+        self.file = file
+        self.kind = kind
+        self.codec = codec
+        self.recordingStartMicroseconds = recordingStartMicroseconds
+    }
+}
+
+/// One entry of a journal.
+public enum JournalRecord: Sendable, Hashable {
+    /// A decrypted frame and when it arrived (microseconds since the Unix epoch).
+    case frame(EncodedFrame, arrivalMicroseconds: Int64)
+    /// A sender report of the track's stream: the sender's NTP time of an RTP timestamp.
+    case senderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64)
+
+    /// When the record's event arrived.
+    public var arrivalMicroseconds: Int64 {
+        switch self {
+        case .frame(_, let arrival), .senderReport(_, _, let arrival): arrival
+        }
+    }
+}
+
+/// Why a journal cannot be written or read, naming the file and, for reads, the byte offset.
+public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The journal file.
+    public var path: String
+    /// What went wrong.
+    public var reason: String
+    /// Where in the file, for read errors.
+    public var byteOffset: Int?
+
+    public init(path: String, reason: String, byteOffset: Int? = nil) {
+        self.path = path
+        self.reason = reason
+        self.byteOffset = byteOffset
+    }
+
+    public var description: String {
+        "\(path): \(reason)" + (byteOffset.map { " at byte \($0)" } ?? "")
+    }
+}
+
+/// The on-disk layout of a journal.
+///
+/// `CNCLJRN1`, a big-endian UInt32 header length and the JSON header, then records:
+/// a type byte (1 frame, 2 sender report), the fields, and a CRC-32 of type and fields.
+/// Frame: flags (bit 0 keyframe), RTP timestamp u32, arrival i64, length u32, bytes.
+/// Sender report: NTP u64, RTP timestamp u32, arrival i64.
+/// Records are only ever appended, so a file cut at any byte holds every complete record before
+/// the cut; the reader stops at the first incomplete or corrupt record.
+enum JournalFormat {
+    static let magic = Array("CNCLJRN1".utf8)
+    static let frameRecord: UInt8 = 1
+    static let senderReportRecord: UInt8 = 2
+    static let keyframeFlag: UInt8 = 1
+    /// A frame larger than this is treated as corruption (a 4K keyframe is a few hundred KiB).
+    static let maximumFrameSize = 16 << 20
+    static let maximumHeaderSize = 64 << 10
+    static let fileExtension = "journal"
+}
+
+/// Appends records to a journal file and makes them durable at least every `syncInterval`.
+///
+/// Each record goes to the kernel with one `write`; `fsync` runs when a record arrives a second or
+/// more after the previous sync, and on `close()`. A process killed at any moment therefore loses
+/// at most the last second of records, and a machine crash at most that much plus the kernel's
+/// unsynced pages of the last second.
+public final class JournalWriter {
+    /// The journal's path.
+    public let path: String
+    /// The header written at the start.
+    public let header: JournalHeader
+    /// Bytes written so far, header included.
+    public private(set) var size = 0
+    private var descriptor: Int32
+    private let syncInterval: Int64
+    private var lastSync: Int64?
+
+    /// Creates (or truncates) the journal and writes its header.
+    public init(path: String, header: JournalHeader, syncIntervalMicroseconds: Int64 = 1_000_000) throws(JournalError) {
+        self.path = path
+        self.header = header
+        self.syncInterval = syncIntervalMicroseconds
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw JournalError(path: path, reason: "cannot create: \(String(cString: strerror(errno)))")
+        }
+        let json: Data
+        do {
+            json = try JSONEncoder().encode(header)
+        } catch {
+            throw JournalError(path: path, reason: "cannot encode the header: \(error)")
+        }
+        var bytes = JournalFormat.magic
+        bytes.appendBigEndian(UInt32(json.count))
+        bytes += json
+        try writeAll(bytes)
+        try sync()
+    }
+
+    deinit {
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+    }
+
+    /// Appends a frame.
+    public func append(_ frame: EncodedFrame, arrivalMicroseconds: Int64) throws(JournalError) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(frame.data.count + 26)
+        bytes.append(JournalFormat.frameRecord)
+        bytes.append(frame.isKeyframe ? JournalFormat.keyframeFlag : 0)
+        bytes.appendBigEndian(frame.rtpTimestamp)
+        bytes.appendBigEndian(UInt64(bitPattern: arrivalMicroseconds))
+        bytes.appendBigEndian(UInt32(frame.data.count))
+        bytes += frame.data
+        bytes.appendBigEndian(CRC32.checksum(bytes))
+        try writeAll(bytes)
+        try syncIfDue(now: arrivalMicroseconds)
+    }
+
+    /// Appends a sender report.
+    public func appendSenderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64) throws(JournalError) {
+        var bytes: [UInt8] = [JournalFormat.senderReportRecord]
+        bytes.appendBigEndian(ntp)
+        bytes.appendBigEndian(rtpTimestamp)
+        bytes.appendBigEndian(UInt64(bitPattern: arrivalMicroseconds))
+        bytes.appendBigEndian(CRC32.checksum(bytes))
+        try writeAll(bytes)
+        try syncIfDue(now: arrivalMicroseconds)
+    }
+
+    /// Syncs if the last sync is `syncInterval` or more before `now` (call it from a timer too, so a
+    /// track that goes quiet still gets its last records synced).
+    public func syncIfDue(now: Int64) throws(JournalError) {
+        if let lastSync, now - lastSync < syncInterval { return }
+        try sync()
+        lastSync = now
+    }
+
+    /// Makes everything written durable.
+    public func sync() throws(JournalError) {
+        guard descriptor >= 0 else { return }
+        if fsync(descriptor) != 0 {
+            throw JournalError(path: path, reason: "cannot sync: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Syncs and closes the journal. Calling it twice is harmless.
+    public func close() throws(JournalError) {
+        guard descriptor >= 0 else { return }
+        defer {
+            _ = Glibc.close(descriptor)
+            descriptor = -1
+        }
+        try sync()
+    }
+
+    private func writeAll(_ bytes: [UInt8]) throws(JournalError) {
+        guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
+        var written = 0
+        var failure: Int32 = 0
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            while written < buffer.count {
+                let result = write(descriptor, base + written, buffer.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                written += result
+            }
+        }
+        if failure != 0 {
+            // A partial record may be on disk; the reader stops at it, so earlier records stay usable.
+            throw JournalError(path: path, reason: "cannot write: \(String(cString: strerror(failure)))", byteOffset: size)
+        }
+        size += written
+    }
+}
+
+/// Reads a journal record by record, tolerating a cut or corrupt tail.
+///
+/// The file is memory-mapped and records are decoded one at a time, so rebuilding an hour-long
+/// recording does not hold its frames in memory.
+public struct JournalReader {
+    /// The journal's path.
+    public let path: String
+    /// The header.
+    public let header: JournalHeader
+    /// Where the readable part ends, when the file goes on past it (a cut or corrupt tail).
+    public private(set) var damagedTailOffset: Int?
+    /// Why the tail was not readable.
+    public private(set) var damagedTailReason: String?
+    private var reader: ByteReader
+
+    /// Opens the journal at `path` and reads its header.
+    public init(path: String) throws(JournalError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+        } catch {
+            throw JournalError(path: path, reason: "cannot read the file: \(error.localizedDescription)")
+        }
+        try self.init(data: data, path: path)
+    }
+
+    /// Reads journal bytes that came from `path`.
+    public init(bytes: [UInt8], path: String) throws(JournalError) {
+        try self.init(data: Data(bytes), path: path)
+    }
+
+    private init(data: Data, path: String) throws(JournalError) {
+        self.path = path
+        var reader = ByteReader(data: data)
+        guard let magic = reader.read(count: JournalFormat.magic.count), Array(magic) == JournalFormat.magic else {
+            throw JournalError(path: path, reason: "not a Conclave journal (bad magic)", byteOffset: 0)
+        }
+        guard let headerLength = reader.readUInt32().map(Int.init), headerLength <= JournalFormat.maximumHeaderSize,
+            let headerBytes = reader.read(count: headerLength)
+        else {
+            throw JournalError(path: path, reason: "the header is cut or too long", byteOffset: 8)
+        }
+        do {
+            header = try JSONDecoder().decode(JournalHeader.self, from: headerBytes)
+        } catch {
+            throw JournalError(path: path, reason: "the header is not valid: \(error)", byteOffset: 12)
+        }
+        self.reader = reader
+    }
+
+    /// The next complete record, or nil at the end of the readable part.
+    public mutating func next() -> JournalRecord? {
+        guard damagedTailOffset == nil, !reader.isAtEnd else { return nil }
+        let start = reader.offset
+        switch Self.readRecord(&reader, codec: header.codec) {
+        case .success(let record):
+            return record
+        case .failure(let reason):
+            damagedTailOffset = start
+            damagedTailReason = reason
+            return nil
+        }
+    }
+
+    private enum RecordResult {
+        case success(JournalRecord)
+        case failure(String)
+    }
+
+    private static func readRecord(_ reader: inout ByteReader, codec: MediaCodec) -> RecordResult {
+        let start = reader.offset
+        guard let type = reader.readUInt8() else { return .failure("cut record") }
+        let record: JournalRecord
+        switch type {
+        case JournalFormat.frameRecord:
+            guard let flags = reader.readUInt8(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64(),
+                let length = reader.readUInt32().map(Int.init)
+            else { return .failure("cut frame record") }
+            guard length <= JournalFormat.maximumFrameSize else { return .failure("frame length \(length) too large") }
+            guard let data = reader.read(count: length) else { return .failure("cut frame data") }
+            record = .frame(
+                EncodedFrame(
+                    codec: codec,
+                    data: [UInt8](data),
+                    rtpTimestamp: rtp,
+                    isKeyframe: flags & JournalFormat.keyframeFlag != 0
+                ),
+                arrivalMicroseconds: Int64(bitPattern: arrival)
+            )
+        case JournalFormat.senderReportRecord:
+            guard let ntp = reader.readUInt64(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64() else {
+                return .failure("cut sender report record")
+            }
+            record = .senderReport(ntp: ntp, rtpTimestamp: rtp, arrivalMicroseconds: Int64(bitPattern: arrival))
+        default:
+            return .failure("unknown record type \(type)")
+        }
+        let checked = reader.slice(from: start)
+        guard let stored = reader.readUInt32() else { return .failure("cut checksum") }
+        guard stored == CRC32.checksum(checked) else { return .failure("checksum mismatch") }
+        return .success(record)
+    }
+}
+
+/// A whole journal in memory: the header and every complete record (tests and small tools).
+public struct JournalContents: Sendable {
+    public var header: JournalHeader
+    public var records: [JournalRecord]
+    public var damagedTailOffset: Int?
+    public var damagedTailReason: String?
+
+    public init(bytes: [UInt8], path: String) throws(JournalError) {
+        self.init(reading: try JournalReader(bytes: bytes, path: path))
+    }
+
+    public init(path: String) throws(JournalError) {
+        self.init(reading: try JournalReader(path: path))
+    }
+
+    private init(reading reader: JournalReader) {
+        var reader = reader
+        header = reader.header
+        records = []
+        while let record = reader.next() { records.append(record) }
+        damagedTailOffset = reader.damagedTailOffset
+        damagedTailReason = reader.damagedTailReason
+    }
+}
+
+/// A bounds-checked cursor over bytes.
+struct ByteReader {
+    let data: Data
+    private(set) var offset = 0
+
+    init(data: Data) { self.data = data }
+
+    var isAtEnd: Bool { offset >= data.count }
+
+    mutating func read(count: Int) -> Data? {
+        guard count >= 0, data.count - offset >= count else { return nil }
+        let base = data.startIndex + offset
+        defer { offset += count }
+        return data[base..<base + count]
+    }
+
+    /// The bytes from `start` to the current offset.
+    func slice(from start: Int) -> Data { data[(data.startIndex + start)..<(data.startIndex + offset)] }
+
+    mutating func readUInt8() -> UInt8? { read(count: 1)?.first }
+
+    mutating func readUInt32() -> UInt32? {
+        guard let slice = read(count: 4) else { return nil }
+        return slice.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func readUInt64() -> UInt64? {
+        guard let slice = read(count: 8) else { return nil }
+        return slice.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+}
+
+extension [UInt8] {
+    mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
+        var big = value.bigEndian
+        Swift.withUnsafeBytes(of: &big) { append(contentsOf: $0) }
+    }
+}
+
+/// CRC-32 (IEEE 802.3, reflected), to tell a torn or corrupt record from a complete one.
+enum CRC32 {
+    private static let table: [UInt32] = (0..<256).map { index in
+        var value = UInt32(index)
+        for _ in 0..<8 { value = value & 1 != 0 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+        return value
+    }
+
+    static func checksum(_ bytes: some Collection<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        return crc ^ 0xFFFF_FFFF
+    }
+}

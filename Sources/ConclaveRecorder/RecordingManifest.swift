@@ -1,0 +1,161 @@
+public import ConclaveCore
+import Foundation
+
+/// `manifest.json`: what a recording folder holds and how its files line up.
+///
+/// Times on the call timeline are seconds since the recording's start (`startTime`); a file's
+/// `startOffset` is where its first frame sits on that timeline, so a player or editor that places
+/// every file at its offset reproduces the call.
+public struct RecordingManifest: Codable, Sendable, Hashable {
+    /// Bumped when fields change meaning.
+    public var formatVersion = 1
+    public var callID: String
+    public var room: UInt64?
+    public var janusURL: String?
+    public var recorderVersion: String
+    /// `ecall`, `sframe` or `none`.
+    public var cryptoFormat: String
+    /// The key epochs the recorder held.
+    public var keyEpochs: [UInt64]
+    /// ISO 8601 wall-clock start (the call timeline's zero) and end.
+    public var startTime: String
+    public var endTime: String?
+    /// `recording` while running (or after a crash), `finished`, or `repaired`.
+    public var status: String
+    public var participants: [Participant]
+    /// Participants with no media file, and why.
+    public var notRecorded: [NotRecorded]
+
+    public struct Participant: Codable, Sendable, Hashable {
+        /// The user id when the display has ECall's `<userId>:<name>` form, else `feed-<id>`.
+        public var key: String
+        public var feedIDs: [UInt64]
+        public var display: String?
+        public var userID: String?
+        public var recorded: Bool
+        public var reason: String?
+        public var framesUndecryptable: Int
+        public var segments: [Segment]
+    }
+
+    public struct Segment: Codable, Sendable, Hashable {
+        /// 1-based, in order of start.
+        public var index: Int
+        public var feedID: UInt64
+        /// Why the segment started (`joined`, `rejoined`, `resolution 640x480 -> 320x240`, ...).
+        public var startReason: String
+        /// The container file name, nil when nothing could be written.
+        public var file: String?
+        public var startOffset: Double?
+        public var endOffset: Double?
+        /// A write error that stopped the segment's tracks.
+        public var error: String?
+        /// Journal files still beside the container (removed after a verified clean finish).
+        public var journals: [String]
+        public var tracks: [Track]
+    }
+
+    public struct Track: Codable, Sendable, Hashable {
+        public var kind: MediaKind
+        public var codec: MediaCodec
+        public var width: Int?
+        public var height: Int?
+        public var firstTimestamp: Double?
+        public var lastTimestamp: Double?
+        public var framesReceived: Int
+        public var framesWritten: Int
+        public var framesLost: Int
+        public var framesUndecryptable: Int
+        public var framesDroppedBeforeKeyframe: Int
+        public var gaps: Int
+        public var gapSeconds: Double
+        public var error: String?
+    }
+
+    public struct NotRecorded: Codable, Sendable, Hashable {
+        public var key: String
+        public var feedIDs: [UInt64]
+        public var display: String?
+        public var reason: String
+    }
+
+    /// Reads `manifest.json` from `directory`.
+    public static func read(from directory: String) throws(RecordingError) -> RecordingManifest {
+        let path = directory + "/manifest.json"
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw RecordingError(path: path, reason: "cannot read the manifest")
+        }
+        do {
+            return try JSONDecoder().decode(RecordingManifest.self, from: data)
+        } catch {
+            throw RecordingError(path: path, reason: "the manifest is not valid: \(error)")
+        }
+    }
+
+    /// Writes `manifest.json` into `directory` atomically (a temporary file renamed over it), so a
+    /// crash or a full disk leaves the previous version intact.
+    public func write(to directory: String) throws(RecordingError) {
+        let path = directory + "/manifest.json"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        do {
+            let data = try encoder.encode(self)
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw RecordingError(path: path, reason: "cannot write the manifest: \(error.localizedDescription)")
+        }
+    }
+}
+
+/// A recording-level failure (manifest, folder), naming the file.
+public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String { "\(path): \(reason)" }
+}
+
+/// Who a display name says a participant is.
+public struct ParticipantIdentity: Sendable, Hashable {
+    public var key: String
+    public var userID: String?
+    public var name: String?
+
+    /// ECall publishes `<userId>:<name>` as the display; other clients a plain name or nothing.
+    public init(feedID: UInt64, display: String?) {
+        if let display, let colon = display.firstIndex(of: ":"), colon != display.startIndex {
+            let user = String(display[..<colon])
+            userID = user
+            name = String(display[display.index(after: colon)...])
+            key = user
+        } else {
+            userID = nil
+            name = display
+            key = "feed-\(feedID)"
+        }
+    }
+
+    /// The key reduced to characters safe in a file name.
+    public var fileSafeKey: String {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+        let mapped = String(key.map { allowed.contains($0) ? $0 : "_" }.prefix(64))
+        return mapped.hasPrefix(".") ? "_" + mapped : mapped
+    }
+}
+
+extension Int64 {
+    /// Microseconds as seconds.
+    var seconds: Double { Double(self) / 1_000_000 }
+}
+
+/// ISO 8601 for manifest times.
+func iso8601(unixMicroseconds: Int64) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.string(from: Date(timeIntervalSince1970: Double(unixMicroseconds) / 1_000_000))
+}

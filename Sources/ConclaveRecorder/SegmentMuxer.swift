@@ -1,0 +1,370 @@
+import ConclaveAV
+public import ConclaveCore
+import ConclaveRTP
+import Foundation
+
+/// How long the recorder waits before fixing a segment's layout, and when it splits segments.
+public struct RecorderTiming: Sendable, Hashable {
+    /// How long after a segment's first frame the recorder waits to see which kinds (audio,
+    /// video) the participant sends before creating the file. Subscribers deliver video only from
+    /// a keyframe on, so this covers a sender's keyframe interval; the journals hold the frames
+    /// meanwhile, so a crash loses nothing.
+    public var layoutWait: Duration
+    /// How long a track waits for its first sender report (needed to place it on the call
+    /// timeline) before falling back to arrival times.
+    public var syncWait: Duration
+    /// How long audio is held while video waits for its first keyframe; after that the segment
+    /// is written without video.
+    public var keyframeWait: Duration
+    /// Silence from a participant (no frame on any track) longer than this starts a new segment.
+    public var longGap: Duration
+    /// An audio or video timestamp jump longer than this counts as a gap in the manifest.
+    public var reportedGap: Duration
+
+    public init(
+        layoutWait: Duration = .seconds(3),
+        syncWait: Duration = .seconds(3),
+        keyframeWait: Duration = .seconds(15),
+        longGap: Duration = .seconds(10),
+        reportedGap: Duration = .milliseconds(100)
+    ) {
+        self.layoutWait = layoutWait
+        self.syncWait = syncWait
+        self.keyframeWait = keyframeWait
+        self.longGap = longGap
+        self.reportedGap = reportedGap
+    }
+}
+
+/// Counters and times of one track of one segment, as the manifest reports them.
+public struct TrackProgress: Sendable, Hashable {
+    public var codec: MediaCodec
+    public var dimensions: VideoDimensions?
+    /// Frames handed to the muxer.
+    public var framesReceived = 0
+    /// Frames in the container.
+    public var framesWritten = 0
+    /// Video frames before the first keyframe, which nothing could decode.
+    public var framesDroppedBeforeKeyframe = 0
+    /// Frames the container refused (a timestamp that does not advance: a duplicate).
+    public var framesRejected = 0
+    /// Frames estimated missing from timestamp jumps (audio: 20 ms frames; video: the frame rate).
+    public var framesLost = 0
+    /// Timestamp jumps longer than the reported gap, and their total length.
+    public var gaps = 0
+    public var gapMicroseconds: Int64 = 0
+    /// The track's first and last frame on the call timeline (microseconds since the recording's start).
+    public var firstTimestamp: Int64?
+    public var lastTimestamp: Int64?
+
+    init(codec: MediaCodec) { self.codec = codec }
+}
+
+/// Turns the frames of one segment (audio and/or video of one participant) into one container.
+///
+/// The same code runs live and in `recordings repair`, fed in arrival order either way, so a
+/// repaired file has the layout and timing the live file would have had. It buffers the first
+/// frames until it knows which tracks exist, has the first video keyframe and, for each track,
+/// a sender report (or has waited long enough), then places each track on the call timeline:
+/// the track's first frame's RTP timestamp goes through the stream's sender report to the
+/// sender's wall clock, plus the participant's clock offset (the smallest arrival-minus-sender
+/// time seen, that is the sender's clock error plus the fastest network delay). Audio and video of
+/// a participant share the sender's clock, so they line up; participants share the recorder's
+/// clock, so they line up with each other. After the start, each track's frames are timed by
+/// their RTP timestamps, so gaps keep their real length.
+public final class SegmentMuxer {
+    /// The container path without its extension (`.webm` or `.mkv` is chosen from the codecs).
+    public let basePath: String
+    /// The call timeline's origin (Unix microseconds).
+    public let recordingStart: Int64
+    public let timing: RecorderTiming
+
+    /// Where it stands.
+    public enum State: Sendable, Hashable {
+        /// Holding frames until the layout and the timeline position are known.
+        case buffering
+        /// Writing the container.
+        case writing
+        /// Stopped by a write error; the reason names the file and the cause.
+        case stopped(String)
+        /// Closed.
+        case finished
+    }
+
+    public private(set) var state = State.buffering
+    /// The container's path once created.
+    public private(set) var path: String?
+    /// Where the file starts on the call timeline (microseconds since the recording's start).
+    public private(set) var fileStart: Int64?
+    /// Per-track counters.
+    public private(set) var tracks: [MediaKind: TrackProgress] = [:]
+
+    private struct Pending {
+        var kind: MediaKind
+        var frame: EncodedFrame
+        var arrival: Int64
+    }
+
+    private var pending: [Pending] = []
+    private var clocks: [MediaKind: SenderReportClock] = [:]
+    private var firstArrival: [MediaKind: Int64] = [:]
+    private var writer: MediaFileWriter?
+    private var trackIndex: [MediaKind: Int] = [:]
+    private var lastRTP: [MediaKind: UInt32] = [:]
+    private var elapsedTicks: [MediaKind: Int64] = [:]
+    private var trackStart: [MediaKind: Int64] = [:]
+
+    /// Whether the container is written as a live stream (see ``init(basePath:recordingStart:timing:live:)``).
+    public let live: Bool
+    private var liveDescriptor: Int32 = -1
+
+    /// - Parameter live: write the container as a stream that is never rewritten in place:
+    ///   libavformat then closes a Matroska cluster at least every second and the file needs no
+    ///   trailer to play, so a file cut by `kill -9` plays up to about its last second. A live
+    ///   file has no index (cues) or duration; the recorder rebuilds a seekable one from the
+    ///   journals at a clean finish, and `recordings repair` does it after a crash.
+    public init(basePath: String, recordingStart: Int64, timing: RecorderTiming = RecorderTiming(), live: Bool = false) {
+        self.basePath = basePath
+        self.recordingStart = recordingStart
+        self.timing = timing
+        self.live = live
+    }
+
+    deinit {
+        if liveDescriptor >= 0 { _ = Glibc.close(liveDescriptor) }
+    }
+
+    /// The kinds the container was created with (empty until it is).
+    public var writtenKinds: Set<MediaKind> { Set(trackIndex.keys) }
+
+    /// Whether video frames are arriving but no keyframe yet (the caller should ask for one).
+    public var isWaitingForKeyframe: Bool {
+        state == .buffering && (tracks[.video]?.framesDroppedBeforeKeyframe ?? 0) > 0
+            && !pending.contains { $0.kind == .video }
+    }
+
+    /// Takes a sender report of the segment's `kind` stream.
+    public func senderReport(kind: MediaKind, ntp: UInt64, rtpTimestamp: UInt32, codec: MediaCodec) {
+        var clock = clocks[kind] ?? SenderReportClock(clockRate: codec.clockRate)
+        clock.update(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtpTimestamp)
+        clocks[kind] = clock
+    }
+
+    /// Takes one frame; writes it, holds it, or (video before its first keyframe) drops it.
+    ///
+    /// Throws when the container cannot be written; the muxer is then stopped and keeps what it wrote.
+    public func append(kind: MediaKind, frame: EncodedFrame, arrival: Int64) throws(MediaFileError) {
+        var progress = tracks[kind] ?? TrackProgress(codec: frame.codec)
+        progress.framesReceived += 1
+        tracks[kind] = progress
+        switch state {
+        case .stopped, .finished:
+            return
+        case .buffering:
+            if firstArrival[kind] == nil { firstArrival[kind] = arrival }
+            if kind == .video, !frame.isKeyframe, !pending.contains(where: { $0.kind == .video }) {
+                tracks[kind]?.framesDroppedBeforeKeyframe += 1
+                return
+            }
+            pending.append(Pending(kind: kind, frame: frame, arrival: arrival))
+            try openIfReady(now: arrival)
+        case .writing:
+            try write(kind: kind, frame: frame)
+        }
+    }
+
+    /// Lets time pass without a frame: opens the file if the waits have run out.
+    public func tick(now: Int64) throws(MediaFileError) {
+        if state == .buffering { try openIfReady(now: now) }
+    }
+
+    /// Pushes buffered container bytes to the file.
+    public func flush() throws(MediaFileError) {
+        guard state == .writing, let writer else { return }
+        do {
+            try writer.flush()
+        } catch {
+            let error = relabeled(error)
+            stop(error)
+            throw error
+        }
+    }
+
+    /// Writes what is held (if the file was never opened) and closes the container.
+    public func finish() throws(MediaFileError) {
+        if state == .buffering, !pending.isEmpty { try open() }
+        guard state == .writing, let writer else {
+            if state == .buffering { state = .finished }
+            return
+        }
+        state = .finished
+        defer { closeLiveDescriptor() }
+        do { try writer.close() } catch { throw relabeled(error) }
+        if liveDescriptor >= 0, fsync(liveDescriptor) != 0 {
+            throw MediaFileError(path: path ?? basePath, kind: .writeFailed, reason: String(cString: strerror(errno)))
+        }
+    }
+
+    /// Errors name the file, not the `pipe:` descriptor libavformat wrote through.
+    private func relabeled(_ error: MediaFileError) -> MediaFileError {
+        var error = error
+        if let path { error.path = path }
+        return error
+    }
+
+    private func closeLiveDescriptor() {
+        if liveDescriptor >= 0 { _ = Glibc.close(liveDescriptor) }
+        liveDescriptor = -1
+    }
+
+    // MARK: - Opening
+
+    private func openIfReady(now: Int64) throws(MediaFileError) {
+        guard let first = pending.first?.arrival ?? firstArrival.values.min() else { return }
+        let waited = now - first
+        guard waited >= timing.layoutWait.microsecondsValue else { return }
+        let hasVideoKeyframe = pending.contains { $0.kind == .video }
+        let videoSeen = firstArrival[.video] != nil
+        if videoSeen, !hasVideoKeyframe, waited < timing.keyframeWait.microsecondsValue { return }
+        for (kind, arrival) in firstArrival where pending.contains(where: { $0.kind == kind }) {
+            if clocks[kind] == nil, now - arrival < timing.syncWait.microsecondsValue { return }
+        }
+        try open()
+    }
+
+    private func open() throws(MediaFileError) {
+        let kinds = [MediaKind.video, .audio].filter { kind in pending.contains { $0.kind == kind } }
+        guard !kinds.isEmpty else { return }
+        var firstFrames: [MediaKind: Pending] = [:]
+        for item in pending where firstFrames[item.kind] == nil { firstFrames[item.kind] = item }
+
+        // The participant's clock offset: recorder arrival minus sender time, smallest seen.
+        var clockOffset: Int64?
+        for item in pending {
+            guard let senderTime = clocks[item.kind]?.unixMicroseconds(forRTPTimestamp: item.frame.rtpTimestamp) else {
+                continue
+            }
+            clockOffset = min(clockOffset ?? .max, item.arrival - senderTime)
+        }
+        var positions: [MediaKind: Int64] = [:]
+        for kind in kinds {
+            guard let first = firstFrames[kind] else { continue }
+            if let clockOffset,
+                let senderTime = clocks[kind]?.unixMicroseconds(forRTPTimestamp: first.frame.rtpTimestamp)
+            {
+                positions[kind] = senderTime + clockOffset - recordingStart
+            } else {
+                positions[kind] = first.arrival - recordingStart
+            }
+        }
+        let start = positions.values.min() ?? 0
+        fileStart = start
+
+        let videoCodec = firstFrames[.video]?.frame.codec
+        let container: MediaFileWriter.Container = videoCodec == .h264 ? .matroska : .webm
+        let path = basePath + (container == .matroska ? ".mkv" : ".webm")
+        var writerTracks: [MediaFileWriter.Track] = []
+        for kind in kinds {
+            guard let first = firstFrames[kind], let position = positions[kind] else { continue }
+            let offset = Duration.microseconds(position - start)
+            trackIndex[kind] = writerTracks.count
+            trackStart[kind] = position
+            if kind == .video {
+                let dimensions = VideoDimensions.of(first.frame) ?? VideoDimensions(width: 640, height: 480)
+                tracks[kind]?.dimensions = dimensions
+                writerTracks.append(
+                    .video(first.frame.codec, width: dimensions.width, height: dimensions.height, startOffset: offset)
+                )
+            } else {
+                // The TOC byte's stereo flag (RFC 6716 section 3.1).
+                let stereo = (first.frame.data.first ?? 0) & 0x04 != 0
+                writerTracks.append(.opus(channels: stereo ? 2 : 1, startOffset: offset))
+            }
+        }
+        self.path = path
+        do throws(MediaFileError) {
+            var target = path
+            if live {
+                // libavformat's pipe protocol writes to a descriptor it does not seek on.
+                liveDescriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                guard liveDescriptor >= 0 else {
+                    throw MediaFileError(
+                        path: path,
+                        kind: .writeFailed,
+                        reason: "cannot create the file: \(String(cString: strerror(errno)))"
+                    )
+                }
+                target = "pipe:\(liveDescriptor)"
+            }
+            writer = try MediaFileWriter(path: target, container: container, tracks: writerTracks)
+        } catch {
+            let error = relabeled(error)
+            stop(error)
+            throw error
+        }
+        state = .writing
+        let held = pending
+        pending = []
+        for item in held where trackIndex[item.kind] != nil {
+            try write(kind: item.kind, frame: item.frame)
+        }
+    }
+
+    // MARK: - Writing
+
+    private func write(kind: MediaKind, frame: EncodedFrame) throws(MediaFileError) {
+        guard let writer, let index = trackIndex[kind], var progress = tracks[kind] else { return }
+        let clockRate = Int64(frame.codec.clockRate)
+        var elapsed = elapsedTicks[kind] ?? 0
+        if let last = lastRTP[kind] {
+            let step = Int64(Int32(bitPattern: frame.rtpTimestamp &- last))
+            guard step > 0 else {
+                progress.framesRejected += 1
+                tracks[kind] = progress
+                return
+            }
+            let stepMicroseconds = step * 1_000_000 / clockRate
+            if stepMicroseconds > timing.reportedGap.microsecondsValue {
+                progress.gaps += 1
+                progress.gapMicroseconds += stepMicroseconds
+                let frameLength: Int64 = kind == .audio ? 20_000 : 1_000_000 / 30
+                progress.framesLost += Int(max(0, stepMicroseconds / frameLength - 1))
+            }
+            elapsed += step
+        }
+        do {
+            try writer.write(frame, track: index)
+        } catch where error.kind == .malformed {
+            progress.framesRejected += 1
+            tracks[kind] = progress
+            return
+        } catch {
+            tracks[kind] = progress
+            let error = relabeled(error)
+            stop(error)
+            throw error
+        }
+        lastRTP[kind] = frame.rtpTimestamp
+        elapsedTicks[kind] = elapsed
+        progress.framesWritten += 1
+        let position = (trackStart[kind] ?? 0) + elapsed * 1_000_000 / clockRate
+        if progress.firstTimestamp == nil { progress.firstTimestamp = position }
+        progress.lastTimestamp = position
+        tracks[kind] = progress
+    }
+
+    private func stop(_ error: MediaFileError) {
+        state = .stopped(error.description)
+        pending = []
+        // Finish the file as well as the disk allows; everything already written stays readable.
+        try? writer?.close()
+        closeLiveDescriptor()
+    }
+}
+
+extension Duration {
+    /// Whole microseconds.
+    var microsecondsValue: Int64 {
+        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
+    }
+}

@@ -1,0 +1,247 @@
+import ArgumentParser
+import Conclave
+import ConclaveE2EE
+import ConclaveKeyStore
+import ConclaveRecorder
+import Dispatch
+import Foundation
+import JanusClient
+import Logging
+
+/// `conclave record`: records every participant of a call without taking part in it.
+struct RecordCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "record",
+        abstract: "Record every participant of a call, decrypted, one file per participant and segment.",
+        discussion: """
+            Joins the room without publishing, subscribes to every publisher, and writes WebM (VP8 + Opus) \
+            or Matroska (H264 + Opus) files without transcoding, with a journal per track and manifest.json. \
+            Stops after --duration seconds, or on Ctrl-C / SIGTERM, finishing every file cleanly. After a \
+            crash, `conclave recordings repair DIR` rebuilds the files from the journals.
+            """
+    )
+
+    enum Crypto: String, ExpressibleByArgument, CaseIterable {
+        case ecall, sframe, none
+    }
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var janus: JanusOptions
+
+    @Option(help: "The VideoRoom room id.")
+    var room: UInt64
+
+    @Option(name: .customLong("call-id"), help: "The call id (part of the E2EE nonce and the manifest).")
+    var callID: UInt64
+
+    @Option(help: "A file holding the invitation: ECall's wrapped key (encryptedAESKey) for this device, as JSON or alone.")
+    var invitation: String?
+
+    @Option(name: .customLong("key-file"), help: "A file holding the call key as 64 hexadecimal characters.")
+    var keyFile: String?
+
+    @Option(help: "Where to write the recording. Default: recordings/call-<id>-<UTC time>.")
+    var out: String?
+
+    @Option(help: "Stop after this many seconds (default: until Ctrl-C or SIGTERM).")
+    var duration: Double?
+
+    @Option(help: "End-to-end encryption of the call: ecall (default), sframe, or none.")
+    var crypto: Crypto = .ecall
+
+    @Option(name: .customLong("ice-address"), help: "Restrict ICE to this local address (repeatable).")
+    var iceAddresses: [String] = []
+
+    @Option(help: "The display name the recorder joins the room with.")
+    var display: String = "recorder"
+
+    func run() async throws {
+        let logger = global.makeLogger(label: "conclave.record")
+        let url = try janus.resolvedURL()
+        // Keys first: with no key there is nothing to record, so refuse before touching the network.
+        let key = try loadKey()
+        var frameCrypto: CallFrameCrypto?
+        if let format = FrameCryptoFormat(rawValue: crypto.rawValue) {
+            guard let key else {
+                throw RecordCommandError(
+                    message:
+                        "no call key for call \(callID): pass --invitation FILE or --key-file FILE (or store the key with the key store); refusing to record a call that cannot be decrypted"
+                )
+            }
+            let callCrypto = CallFrameCrypto(callID: callID, format: format, logger: logger)
+            callCrypto.keyRing.install(key.key, epoch: key.epoch)
+            frameCrypto = callCrypto
+        }
+        let directory = out ?? Self.defaultDirectory(callID: callID)
+
+        let signals = SignalWatcher()
+        let connection = try await JanusConnection.connect(to: url, options: janus.connectionOptions(), logger: logger)
+        let recording: RecordingSession
+        do {
+            recording = try RecordingSession(
+                configuration: .init(
+                    directory: directory,
+                    callID: "\(callID)",
+                    room: room,
+                    janusURL: url,
+                    recorderVersion: conclaveVersion,
+                    cryptoFormat: crypto.rawValue,
+                    keyEpochs: key.map { [$0.epoch] } ?? []
+                ),
+                logger: logger
+            )
+        } catch {
+            await connection.close()
+            throw RecordCommandError(message: error.description)
+        }
+        let listener: RoomListener
+        do {
+            listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: display)
+        } catch {
+            _ = await recording.finish()
+            await connection.close()
+            throw error
+        }
+        let subscription = RoomSubscription(
+            session: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                ownFeedID: listener.joined.id,
+                crypto: frameCrypto,
+                transport: MediaTransport.Configuration(localAddresses: iceAddresses)
+            ),
+            initialPublishers: listener.joined.publishers,
+            roomEvents: listener.roomEvents,
+            observers: [recording],
+            logger: logger
+        )
+        // Tests and scripts wait for this line.
+        FileHandle.standardOutput.write(Data("recording room \(room) into \(directory)\n".utf8))
+
+        let reason = await signals.wait(timeout: duration.map { Duration.milliseconds(Int64($0 * 1000)) })
+        logger.notice("stopping", metadata: ["reason": "\(reason)"])
+        await subscription.close()
+        let manifest = await recording.finish()
+        await listener.leave()
+        await connection.close()
+        Self.printSummary(manifest, directory: directory)
+    }
+
+    struct LoadedKey {
+        var key: CallKey
+        var epoch: UInt64
+    }
+
+    private func loadKey() throws -> LoadedKey? {
+        if let keyFile {
+            let text = try readSecretFile(keyFile)
+            do {
+                return LoadedKey(key: try CallKey(hex: text.trimmingCharacters(in: .whitespacesAndNewlines)), epoch: 0)
+            } catch {
+                throw RecordCommandError(message: "\(keyFile): \(error)")
+            }
+        }
+        if let invitation {
+            let text = try readSecretFile(invitation).trimmingCharacters(in: .whitespacesAndNewlines)
+            var wrapped = text
+            if let data = text.data(using: .utf8),
+                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let field = object["encryptedAESKey"] as? String
+            {
+                wrapped = field
+            }
+            let identity = try KeyStoreAccess.identity(global)
+            do {
+                return LoadedKey(key: try KeyWrapping.unwrap(wrapped, with: identity), epoch: 0)
+            } catch {
+                throw RecordCommandError(message: "\(invitation): \(error)")
+            }
+        }
+        // A key stored for this call (by `conclave join` or an invitation handled earlier).
+        let store = try KeyStoreAccess.store(global)
+        guard store.hasDeviceIdentity else { return nil }
+        let record = try KeyStoreAccess.run { try store.calls.record(for: callID) }
+        guard let record else { return nil }
+        let identity = try KeyStoreAccess.identity(global)
+        do {
+            let key = try KeyWrapping.unwrap(record.wrappedKey, with: identity)
+            return LoadedKey(key: key, epoch: record.history.map(\.epoch).max() ?? 0)
+        } catch {
+            throw RecordCommandError(message: "the stored key of call \(callID): \(error)")
+        }
+    }
+
+    private func readSecretFile(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw RecordCommandError(message: "\(path): cannot read the file")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func defaultDirectory(callID: UInt64) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss"
+        return "recordings/call-\(callID)-\(formatter.string(from: Date()))"
+    }
+
+    static func printSummary(_ manifest: RecordingManifest, directory: String) {
+        for participant in manifest.participants {
+            for segment in participant.segments {
+                guard let file = segment.file else { continue }
+                let frames = segment.tracks.map { "\($0.kind) \($0.framesWritten)" }.joined(separator: ", ")
+                print("\(directory)/\(file): \(participant.display ?? participant.key) (\(frames))")
+            }
+        }
+        for entry in manifest.notRecorded {
+            print("not recorded: \(entry.display ?? entry.key): \(entry.reason)")
+        }
+    }
+}
+
+/// An error shown as its message alone.
+struct RecordCommandError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// Turns SIGINT and SIGTERM into a clean stop.
+final class SignalWatcher {
+    private let stream: AsyncStream<String>
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        self.stream = stream
+        var sources: [any DispatchSourceSignal] = []
+        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(name) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    /// Waits for a signal or the timeout; returns what ended the wait.
+    func wait(timeout: Duration?) async -> String {
+        let stream = self.stream
+        return await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                for await name in stream { return name }
+                return "end"
+            }
+            if let timeout {
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    return "duration reached"
+                }
+            }
+            let first = await group.next() ?? "end"
+            group.cancelAll()
+            return first
+        }
+    }
+}

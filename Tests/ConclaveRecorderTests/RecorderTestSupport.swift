@@ -1,0 +1,230 @@
+import ConclaveAV
+import ConclaveCore
+import ConclaveMedia
+import ConclaveOpus
+import ConclaveRTP
+import ConclaveRecorder
+import ConclaveTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// ffmpeg and ffprobe checks on recorded files.
+enum FFmpeg {
+    static func tool(_ name: String) throws -> String {
+        do { return try which(name) } catch {
+            throw SubprocessError(description: "\(name) is needed by this test and is not on PATH (apt install ffmpeg)")
+        }
+    }
+
+    /// Decodes the whole file; returns ffmpeg's error output (empty for a clean file).
+    static func decodeErrors(_ path: String) throws -> String {
+        let result = try runProcess(try tool("ffmpeg"), ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(result.succeeded, "ffmpeg failed on \(path): \(result.errorOutput)")
+        return result.errorOutput
+    }
+
+    /// Whether ffprobe opens the file and sees its streams.
+    static func probeStreams(_ path: String) throws -> [String] {
+        let result = try runProcess(
+            try tool("ffprobe"),
+            ["-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", path]
+        )
+        #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
+        return result.output.split(separator: "\n").map { String($0).trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// Absolute presentation times (seconds) of every packet of the first audio stream.
+    static func audioPacketTimes(_ path: String) throws -> [Double] {
+        let result = try runProcess(
+            try tool("ffprobe"),
+            ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path]
+        )
+        #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
+        return result.output.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+    }
+}
+
+/// What a recorded file shows when decoded: pattern frame numbers, flashes and beeps, with times
+/// on the call timeline (the file's start offset plus the packet's time in the file).
+struct RecordedFileAnalysis {
+    var frameNumbers: [Int] = []
+    var flashTimes: [Double] = []
+    var beepTimes: [Double] = []
+    var audioPackets = 0
+
+    init(path: String, startOffset: Double) throws {
+        let demuxer = try MediaDemuxer(path: path)
+        if let video = demuxer.firstStream(of: .video) {
+            let decoder = try MediaStreamDecoder(demuxer: demuxer, stream: video)
+            var outputs: [MediaStreamDecoder.Output] = []
+            while let packet = try demuxer.readPacket() {
+                guard packet.streamIndex == video.index else { continue }
+                outputs += try decoder.decode(packet)
+            }
+            outputs += try decoder.decode(nil)
+            for case .video(let picture, let time) in outputs {
+                guard let reading = PatternReader.read(picture) else {
+                    frameNumbers.append(-1)
+                    continue
+                }
+                frameNumbers.append(reading.frameNumber)
+                if reading.isFlash { flashTimes.append(startOffset + seconds(time)) }
+            }
+        }
+        try demuxer.rewind()
+        if let audio = demuxer.firstStream(of: .audio) {
+            let times = try FFmpeg.audioPacketTimes(path)
+            let opus = try OpusAudioDecoder(channels: 1)
+            var detector = BeepDetector()
+            var index = 0
+            var fed = 0
+            var packetStarts: [(sample: Int, time: Double)] = []
+            while let packet = try demuxer.readPacket() {
+                guard packet.streamIndex == audio.index else { continue }
+                let pcm = try opus.decode(EncodedFrame(codec: .opus, data: packet.data, rtpTimestamp: 0, isKeyframe: true))
+                let time = index < times.count ? times[index] : 0
+                packetStarts.append((fed, time))
+                for onset in detector.feed(pcm.samples, channels: 1) {
+                    // The decoder lags the encoder by its lookahead (312 samples of pre-skip): the
+                    // onset is found in the output of one packet and happened 312 samples earlier.
+                    let start = packetStarts.last { $0.sample <= onset } ?? packetStarts[0]
+                    beepTimes.append(startOffset + start.time + Double(onset - start.sample - 312) / 48_000)
+                }
+                fed += pcm.samplesPerChannel
+                index += 1
+            }
+            audioPackets = index
+        }
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+/// A simulated publisher: pattern video and tone audio, encoded for real, timed as if captured
+/// from `start` on the call timeline, with sender reports from a sender clock `clockError` off
+/// the recorder's, arriving `delay` after capture.
+struct SimulatedPublisher {
+    var feedID: UInt64
+    var display: String?
+    var codec: MediaCodec
+    var width = 320
+    var height = 240
+    var seconds = 3
+    /// Capture start on the call timeline (microseconds after the recording's start).
+    var start: Int64 = 0
+    var clockError: Int64 = 0
+    var delay: Int64 = 20_000
+    var videoBase: UInt32 = 0xFFFF_0000
+    var audioBase: UInt32 = 12_345
+    var withVideo = true
+
+    enum Event {
+        case frame(UInt64, MediaKind, EncodedFrame, Int64)
+        case senderReport(UInt64, MediaKind, UInt64, UInt32, Int64)
+
+        var time: Int64 {
+            switch self {
+            case .frame(_, _, _, let time), .senderReport(_, _, _, _, let time): time
+            }
+        }
+    }
+
+    /// Every frame and sender report, in capture order, with arrival times (Unix microseconds).
+    func events(recordingStart: Int64) throws -> [Event] {
+        var events: [Event] = []
+        let origin = recordingStart + start
+        if withVideo {
+            let source = EncodingVideoSource(
+                raw: try PatternSource(
+                    width: width,
+                    height: height,
+                    frameRate: 30,
+                    frameLimit: seconds * 30,
+                    initialTimestamp: videoBase
+                ),
+                encoder: try VideoEncoderSettings(codec: codec, width: width, height: height, bitrate: 300_000)
+                    .makeEncoder()
+            )
+            var index = 0
+            while true {
+                // A keyframe every second, as a publisher answering the recorder's requests would send.
+                if index % 30 == 0 { source.requestKeyframe() }
+                index += 1
+                guard let timed = try source.nextFrame() else { break }
+                let capture = origin + microseconds(timed.mediaTime)
+                events.append(.frame(feedID, .video, timed.frame, capture + delay + 5_000))
+                if timed.frame.rtpTimestamp &- videoBase == 0 || (timed.frame.rtpTimestamp &- videoBase) % 90_000 == 45_000 {
+                    let ntp = NTPTimestamp(unixMicroseconds: capture + clockError).rawValue
+                    events.append(.senderReport(feedID, .video, ntp, timed.frame.rtpTimestamp, capture + delay + 1_000))
+                }
+            }
+        }
+        let audio = EncodingAudioSource(
+            raw: try ToneSource(frameLimit: seconds * 50, initialTimestamp: audioBase),
+            encoder: try OpusAudioEncoder()
+        )
+        while let timed = try audio.nextFrame() {
+            let capture = origin + microseconds(timed.mediaTime)
+            events.append(.frame(feedID, .audio, timed.frame, capture + delay))
+            if (timed.frame.rtpTimestamp &- audioBase) % 48_000 == 24_000 {
+                let ntp = NTPTimestamp(unixMicroseconds: capture + clockError).rawValue
+                events.append(.senderReport(feedID, .audio, ntp, timed.frame.rtpTimestamp, capture + delay + 1_000))
+            }
+        }
+        return events
+    }
+}
+
+func microseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+}
+
+/// Feeds events to a recorder in arrival order, with a tick every 500 ms of simulated time.
+func play(_ events: [SimulatedPublisher.Event], into recorder: CallRecorder, from start: Int64) {
+    let ordered = events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(
+        \.element
+    )
+    var nextTick = start + 500_000
+    for event in ordered {
+        while event.time >= nextTick {
+            recorder.tick(now: nextTick)
+            nextTick += 500_000
+        }
+        switch event {
+        case .frame(let feed, let kind, let frame, let time):
+            recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time)
+        case .senderReport(let feed, let kind, let ntp, let rtp, let time):
+            recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
+        }
+    }
+}
+
+func testLogger() -> Logger {
+    var logger = Logger(label: "recorder-test")
+    logger.logLevel = .critical
+    return logger
+}
+
+func makeRecorder(
+    directory: URL,
+    start: Int64,
+    timing: RecorderTiming = RecorderTiming()
+) throws -> CallRecorder {
+    try CallRecorder(
+        configuration: .init(
+            directory: directory.path,
+            callID: "4242",
+            room: 1234,
+            janusURL: "ws://127.0.0.1:8188",
+            recorderVersion: "test",
+            cryptoFormat: "ecall",
+            keyEpochs: [0],
+            timing: timing
+        ),
+        startTime: start,
+        logger: testLogger()
+    )
+}
