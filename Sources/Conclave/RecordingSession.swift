@@ -1,6 +1,6 @@
 import ConclaveCore
-import ConclaveRecorder
 import ConclaveRTP
+import ConclaveRecorder
 import Foundation
 import Logging
 import Synchronization

@@ -140,7 +140,10 @@ public final class CallRecorder {
                 withIntermediateDirectories: true
             )
         } catch {
-            throw RecordingError(path: configuration.directory, reason: "cannot create the folder: \(error.localizedDescription)")
+            throw RecordingError(
+                path: configuration.directory,
+                reason: "cannot create the folder: \(error.localizedDescription)"
+            )
         }
         try manifest().write(to: configuration.directory)
         lastManifestWrite = startTime
@@ -301,7 +304,8 @@ public final class CallRecorder {
         return participant
     }
 
-    private func rekey(_ participant: Participant, from oldKey: String, to identity: ParticipantIdentity) -> Participant {
+    private func rekey(_ participant: Participant, from oldKey: String, to identity: ParticipantIdentity) -> Participant
+    {
         participants[oldKey] = nil
         let target: Participant
         if let existing = participants[identity.key] {

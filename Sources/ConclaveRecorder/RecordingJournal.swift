@@ -211,7 +211,11 @@ public final class JournalWriter {
         }
         if failure != 0 {
             // A partial record may be on disk; the reader stops at it, so earlier records stay usable.
-            throw JournalError(path: path, reason: "cannot write: \(String(cString: strerror(failure)))", byteOffset: size)
+            throw JournalError(
+                path: path,
+                reason: "cannot write: \(String(cString: strerror(failure)))",
+                byteOffset: size
+            )
         }
         size += written
     }

@@ -51,7 +51,9 @@ public enum RecordingRepair {
                 recorderVersion: recorderVersion,
                 cryptoFormat: "unknown",
                 keyEpochs: [],
-                startTime: iso8601(unixMicroseconds: groups.values.first?.first?.header.recordingStartMicroseconds ?? 0),
+                startTime: iso8601(
+                    unixMicroseconds: groups.values.first?.first?.header.recordingStartMicroseconds ?? 0
+                ),
                 status: "recording",
                 participants: [],
                 notRecorded: []
@@ -75,7 +77,9 @@ public enum RecordingRepair {
             update(&manifest, header: header, muxer: muxer, file: fileName, error: error, journals: kept.sorted())
         }
         for index in manifest.participants.indices {
-            let recorded = manifest.participants[index].segments.contains { $0.tracks.contains { $0.framesWritten > 0 } }
+            let recorded = manifest.participants[index].segments.contains {
+                $0.tracks.contains { $0.framesWritten > 0 }
+            }
             manifest.participants[index].recorded = recorded
             if recorded { manifest.participants[index].reason = nil }
         }
@@ -138,13 +142,16 @@ public enum RecordingRepair {
         }
         let damaged = readers.compactMap { reader -> String? in
             guard let offset = reader.damagedTailOffset else { return nil }
-            return "\((reader.path as NSString).lastPathComponent): records after byte \(offset) unreadable (\(reader.damagedTailReason ?? "?")); earlier records used"
+            return
+                "\((reader.path as NSString).lastPathComponent): records after byte \(offset) unreadable (\(reader.damagedTailReason ?? "?")); earlier records used"
         }
         var fileName: String?
         if let path = muxer.path {
             let pathExtension = (path as NSString).pathExtension
             let finalName = base + (pathExtension.isEmpty ? "" : "." + pathExtension)
-            if error == nil, case .failure(let message) = ContainerVerification.verify(path: path, expected: muxer.tracks) {
+            if error == nil,
+                case .failure(let message) = ContainerVerification.verify(path: path, expected: muxer.tracks)
+            {
                 error = "rebuilt file not verified: \(message)"
             }
             if error == nil {
@@ -226,7 +233,9 @@ public enum RecordingInspection {
     public static func report(directory: String) throws(RecordingError) -> String {
         let manifest = try RecordingManifest.read(from: directory)
         var lines: [String] = []
-        lines.append("call \(manifest.callID)  room \(manifest.room.map(String.init) ?? "-")  janus \(manifest.janusURL ?? "-")")
+        lines.append(
+            "call \(manifest.callID)  room \(manifest.room.map(String.init) ?? "-")  janus \(manifest.janusURL ?? "-")"
+        )
         lines.append(
             "recorder \(manifest.recorderVersion)  crypto \(manifest.cryptoFormat)  key epochs \(manifest.keyEpochs.map(String.init).joined(separator: ",").nonEmpty ?? "-")"
         )
@@ -244,9 +253,12 @@ public enum RecordingInspection {
                     "  segment \(segment.index) (\(segment.startReason)): \(segment.file ?? "no file") from \(start) to \(end)"
                         + (segment.error.map { "  ERROR \($0)" } ?? "")
                 )
-                if !segment.journals.isEmpty { lines.append("    journals: \(segment.journals.joined(separator: ", "))") }
+                if !segment.journals.isEmpty {
+                    lines.append("    journals: \(segment.journals.joined(separator: ", "))")
+                }
                 for track in segment.tracks {
-                    let duration = zip(track.firstTimestamp.map { [$0] } ?? [], track.lastTimestamp.map { [$0] } ?? [])
+                    let duration =
+                        zip(track.firstTimestamp.map { [$0] } ?? [], track.lastTimestamp.map { [$0] } ?? [])
                         .map { String(format: "%.2f s", $1 - $0) }.first ?? "-"
                     let size = track.width.map { " \($0)x\(track.height ?? 0)" } ?? ""
                     lines.append(
@@ -262,7 +274,9 @@ public enum RecordingInspection {
         if let names = try? FileManager.default.contentsOfDirectory(atPath: directory),
             names.contains(where: { $0.hasSuffix("." + JournalFormat.fileExtension) }), manifest.status == "recording"
         {
-            lines.append("journals present and the recording did not finish: run `conclave recordings repair \(directory)`")
+            lines.append(
+                "journals present and the recording did not finish: run `conclave recordings repair \(directory)`"
+            )
         }
         return lines.joined(separator: "\n")
     }

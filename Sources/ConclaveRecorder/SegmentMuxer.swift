@@ -123,7 +123,8 @@ public final class SegmentMuxer {
     ///   trailer to play, so a file cut by `kill -9` plays up to about its last second. A live
     ///   file has no index (cues) or duration; the recorder rebuilds a seekable one from the
     ///   journals at a clean finish, and `recordings repair` does it after a crash.
-    public init(basePath: String, recordingStart: Int64, timing: RecorderTiming = RecorderTiming(), live: Bool = false) {
+    public init(basePath: String, recordingStart: Int64, timing: RecorderTiming = RecorderTiming(), live: Bool = false)
+    {
         self.basePath = basePath
         self.recordingStart = recordingStart
         self.timing = timing
@@ -334,7 +335,7 @@ public final class SegmentMuxer {
         }
         do {
             try writer.write(frame, track: index)
-        } catch where error.kind == .malformed {
+        } catch  where error.kind == .malformed {
             progress.framesRejected += 1
             tracks[kind] = progress
             return

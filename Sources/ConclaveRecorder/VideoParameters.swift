@@ -69,7 +69,8 @@ public struct VideoDimensions: Sendable, Hashable, Codable, CustomStringConverti
         if pocType == 0 {
             guard reader.readUnsigned() != nil else { return nil }
         } else if pocType == 1 {
-            guard bits(1) != nil, signed() != nil, signed() != nil, let cycle = reader.readUnsigned(), cycle < 256 else {
+            guard bits(1) != nil, signed() != nil, signed() != nil, let cycle = reader.readUnsigned(), cycle < 256
+            else {
                 return nil
             }
             for _ in 0..<cycle { guard signed() != nil else { return nil } }

@@ -286,11 +286,27 @@ struct CallRunner {
     func run(joined: (CallSession) async throws -> Void) async throws {
         let origin = ContinuousClock.now
         let stop = StopSignals()
-        if options.record != nil {
-            throw CallCommandError("--record is not available in this build of conclave (use 'conclave record')")
+        // Observers of everything the call receives: the recorder, when asked for.
+        var recording: RecordingSession?
+        if let directory = options.record {
+            do {
+                recording = try RecordingSession(
+                    configuration: .init(
+                        directory: directory,
+                        callID: "\(callID)",
+                        room: room,
+                        janusURL: janusURL,
+                        recorderVersion: conclaveVersion,
+                        cryptoFormat: crypto.format?.rawValue ?? "none",
+                        keyEpochs: key == nil ? [] : [0]
+                    ),
+                    logger: logger
+                )
+            } catch {
+                throw CallCommandError("cannot record into \(directory): \(error)")
+            }
         }
-        // Observers of everything the call receives; the recorder joins this list.
-        let observers: [any CallMediaObserver] = []
+        let observers: [any CallMediaObserver] = recording.map { [$0] } ?? []
 
         let codec = options.codec ?? settings.videoCodec ?? .h264
         guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
@@ -353,6 +369,7 @@ struct CallRunner {
         do {
             try await session.join()
         } catch {
+            _ = await recording?.finish()
             throw CallCommandError(error.description)
         }
         try await joined(session)
@@ -369,6 +386,10 @@ struct CallRunner {
         printer.cancel()
         let final = await session.status()
         await session.leave()
+        if let recording {
+            _ = await recording.finish()
+            logger.notice("recording finished", metadata: ["directory": "\(options.record ?? "")"])
+        }
         var last = final
         last.state = await session.currentPhase.rawValue
         last.janus = "closed"

@@ -34,7 +34,9 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("call-id"), help: "The call id (part of the E2EE nonce and the manifest).")
     var callID: UInt64
 
-    @Option(help: "A file holding the invitation: ECall's wrapped key (encryptedAESKey) for this device, as JSON or alone.")
+    @Option(
+        help: "A file holding the invitation: ECall's wrapped key (encryptedAESKey) for this device, as JSON or alone."
+    )
     var invitation: String?
 
     @Option(name: .customLong("key-file"), help: "A file holding the call key as 64 hexadecimal characters.")
@@ -96,7 +98,11 @@ struct RecordCommand: AsyncParsableCommand {
         }
         let listener: RoomListener
         do {
-            listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: display)
+            listener = try await RoomListener.join(
+                on: try await connection.createSession(),
+                room: room,
+                display: display
+            )
         } catch {
             _ = await recording.finish()
             await connection.close()

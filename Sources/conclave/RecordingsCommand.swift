@@ -35,7 +35,10 @@ struct RecordingsCommand: ParsableCommand {
         @Argument(help: "The recording folder.")
         var directory: String
 
-        @Flag(name: .customLong("remove-journals"), help: "Remove the journals of files that were rebuilt and verified.")
+        @Flag(
+            name: .customLong("remove-journals"),
+            help: "Remove the journals of files that were rebuilt and verified."
+        )
         var removeJournals = false
 
         func run() throws {
