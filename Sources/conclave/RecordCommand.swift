@@ -148,17 +148,19 @@ struct RecordCommand: AsyncParsableCommand {
             }
         }
         if let invitation {
-            let text = try readSecretFile(invitation).trimmingCharacters(in: .whitespacesAndNewlines)
-            var wrapped = text
-            if let data = text.data(using: .utf8),
-                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let field = object["encryptedAESKey"] as? String
-            {
-                wrapped = field
-            }
             let identity = try KeyStoreAccess.identity(global)
+            let text = try readSecretFile(invitation).trimmingCharacters(in: .whitespacesAndNewlines)
             do {
-                return LoadedKey(key: try KeyWrapping.unwrap(wrapped, with: identity), epoch: 0)
+                // The invitation `conclave call create` writes (the same file `join` reads), which
+                // also refuses an invitation meant for another device...
+                if text.hasPrefix("{") {
+                    let parsed = try CallInvitation.read(from: invitation)
+                    return LoadedKey(key: try parsed.openKey(with: identity, path: invitation), epoch: 0)
+                }
+                // ...or ECall's wrapped key (encryptedAESKey) alone.
+                return LoadedKey(key: try KeyWrapping.unwrap(text, with: identity), epoch: 0)
+            } catch let error as InvitationError {
+                throw RecordCommandError(message: error.description)
             } catch {
                 throw RecordCommandError(message: "\(invitation): \(error)")
             }
