@@ -9,12 +9,15 @@ import Testing
 struct CallRecorderTests {
     let start: Int64 = 1_763_000_000_000_000
 
-    func segmentFile(_ manifest: RecordingManifest, _ key: String, _ index: Int = 1) throws -> RecordingManifest.Segment {
+    func segmentFile(_ manifest: RecordingManifest, _ key: String, _ index: Int = 1) throws -> RecordingManifest.Segment
+    {
         let participant = try #require(manifest.participants.first { $0.key == key }, "participant \(key)")
         return try #require(participant.segments.first { $0.index == index }, "segment \(index) of \(key)")
     }
 
-    @Test("Two participants (VP8, H264), one joining late with a skewed clock: files decode, no frame missing, beeps and flashes on one timeline")
+    @Test(
+        "Two participants (VP8, H264), one joining late with a skewed clock: files decode, no frame missing, beeps and flashes on one timeline"
+    )
     func twoParticipantsInSync() throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -44,7 +47,9 @@ struct CallRecorderTests {
             let file = try #require(segment.file)
             #expect(file.hasSuffix("." + ext))
             let path = directory.appendingPathComponent(file).path
-            #expect(try FFmpeg.probeStreams(path).sorted() == [publisher.codec == .vp8 ? "vp8" : "h264", "opus"].sorted())
+            #expect(
+                try FFmpeg.probeStreams(path).sorted() == [publisher.codec == .vp8 ? "vp8" : "h264", "opus"].sorted()
+            )
             #expect(try FFmpeg.decodeErrors(path) == "")
             #expect(segment.journals.isEmpty, "journals of a verified clean finish are removed")
             let analysis = try RecordedFileAnalysis(path: path, startOffset: try #require(segment.startOffset))
@@ -59,7 +64,10 @@ struct CallRecorderTests {
             // which the recorder cannot see and which is the same for everyone here).
             for (second, beep) in analysis.beepTimes.enumerated() {
                 let expected = Double(publisher.start) / 1e6 + Double(second)
-                #expect(abs(beep - expected - Double(ann.delay) / 1e6) <= 0.040, "\(key): beep \(second) at \(beep) s, captured at \(expected) s")
+                #expect(
+                    abs(beep - expected - Double(ann.delay) / 1e6) <= 0.040,
+                    "\(key): beep \(second) at \(beep) s, captured at \(expected) s"
+                )
             }
             let participant = try #require(manifest.participants.first { $0.key == key })
             #expect(participant.userID == key)
@@ -74,7 +82,9 @@ struct CallRecorderTests {
         #expect(try RecordingManifest.read(from: directory.path) == manifest)
     }
 
-    @Test("A recorder that dies without finishing leaves a playable live file; repair rebuilds every frame from the journals")
+    @Test(
+        "A recorder that dies without finishing leaves a playable live file; repair rebuilds every frame from the journals"
+    )
     func crashAndRepair() throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -129,9 +139,32 @@ struct CallRecorderTests {
         play(events, into: recorder, from: start)
         // 5 s later the same feed comes back at a smaller size: new segment (long gap), then a
         // keyframe of a third size: another segment (resolution change).
-        let later = SimulatedPublisher(feedID: 11, display: "u1:Ann", codec: .vp8, width: 160, height: 120, seconds: 2, start: 8_000_000)
-        let third = SimulatedPublisher(feedID: 11, display: "u1:Ann", codec: .vp8, width: 320, height: 180, seconds: 2, start: 10_100_000, videoBase: 777, audioBase: 999, withVideo: true)
-        play(try later.events(recordingStart: start) + third.events(recordingStart: start), into: recorder, from: start + 7_900_000)
+        let later = SimulatedPublisher(
+            feedID: 11,
+            display: "u1:Ann",
+            codec: .vp8,
+            width: 160,
+            height: 120,
+            seconds: 2,
+            start: 8_000_000
+        )
+        let third = SimulatedPublisher(
+            feedID: 11,
+            display: "u1:Ann",
+            codec: .vp8,
+            width: 320,
+            height: 180,
+            seconds: 2,
+            start: 10_100_000,
+            videoBase: 777,
+            audioBase: 999,
+            withVideo: true
+        )
+        play(
+            try later.events(recordingStart: start) + third.events(recordingStart: start),
+            into: recorder,
+            from: start + 7_900_000
+        )
         let manifest = recorder.finish(at: start + 13_000_000)
         let participant = try #require(manifest.participants.first)
         #expect(participant.segments.count == 3)
@@ -170,7 +203,12 @@ struct CallRecorderTests {
         let recorder = try makeRecorder(directory: directory, start: start)
         recorder.participantJoined(feedID: 33, display: "u3:Eve", at: start)
         for index in 0..<50 {
-            recorder.undecryptable(feedID: 33, kind: index % 2 == 0 ? .audio : .video, reason: "no key for epoch 5", at: start + Int64(index) * 20_000)
+            recorder.undecryptable(
+                feedID: 33,
+                kind: index % 2 == 0 ? .audio : .video,
+                reason: "no key for epoch 5",
+                at: start + Int64(index) * 20_000
+            )
         }
         let manifest = recorder.finish(at: start + 2_000_000)
         let entry = try #require(manifest.notRecorded.first)
@@ -206,11 +244,15 @@ struct CallRecorderTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let recorder = try makeRecorder(directory: directory, start: start)
         recorder.participantJoined(feedID: 55, display: "u5:Cam", at: start)
-        let events = try SimulatedPublisher(feedID: 55, display: "u5:Cam", codec: .vp8, seconds: 6).events(recordingStart: start)
+        let events = try SimulatedPublisher(feedID: 55, display: "u5:Cam", codec: .vp8, seconds: 6).events(
+            recordingStart: start
+        )
         // The camera comes on after 3.5 s, when the audio-only file exists.
         play(
             events.filter { event in
-                if case .frame(_, .video, let frame, _) = event { return frame.rtpTimestamp &- 0xFFFF_0000 >= 105 * 3000 }
+                if case .frame(_, .video, let frame, _) = event {
+                    return frame.rtpTimestamp &- 0xFFFF_0000 >= 105 * 3000
+                }
                 if case .senderReport(_, .video, _, _, _) = event { return false }
                 return true
             },
@@ -226,7 +268,11 @@ struct CallRecorderTests {
         let second = try #require(segments.last)
         // From the first keyframe after the camera came on (frame 120) to the end.
         #expect(second.tracks.first { $0.kind == .video }?.framesWritten == 60)
-        #expect(try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(second.file)).path).sorted() == ["opus", "vp8"])
+        #expect(
+            try FFmpeg.probeStreams(directory.appendingPathComponent(try #require(second.file)).path).sorted() == [
+                "opus", "vp8",
+            ]
+        )
     }
 
     @Test("A full disk stops the tracks with a clear error and keeps what was written readable")

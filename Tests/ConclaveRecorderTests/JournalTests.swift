@@ -22,13 +22,30 @@ struct JournalTests {
         var records: [JournalRecord] = []
         var random = SplitMix64(seed: 7)
         for index in 0..<frames {
-            let data = (0..<Int.random(in: 1...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
-            let frame = EncodedFrame(codec: .vp8, data: data, rtpTimestamp: UInt32(index * 3000), isKeyframe: index % 10 == 0)
+            let data = (0..<Int.random(in: 1...300, using: &random)).map { _ in
+                UInt8.random(in: 0...255, using: &random)
+            }
+            let frame = EncodedFrame(
+                codec: .vp8,
+                data: data,
+                rtpTimestamp: UInt32(index * 3000),
+                isKeyframe: index % 10 == 0
+            )
             try writer.append(frame, arrivalMicroseconds: Int64(index) * 33_000)
             records.append(.frame(frame, arrivalMicroseconds: Int64(index) * 33_000))
             if index % 15 == 0 {
-                try writer.appendSenderReport(ntp: 0xE000_0000_0000_0000 + UInt64(index), rtpTimestamp: UInt32(index * 3000), arrivalMicroseconds: Int64(index) * 33_000 + 1)
-                records.append(.senderReport(ntp: 0xE000_0000_0000_0000 + UInt64(index), rtpTimestamp: UInt32(index * 3000), arrivalMicroseconds: Int64(index) * 33_000 + 1))
+                try writer.appendSenderReport(
+                    ntp: 0xE000_0000_0000_0000 + UInt64(index),
+                    rtpTimestamp: UInt32(index * 3000),
+                    arrivalMicroseconds: Int64(index) * 33_000 + 1
+                )
+                records.append(
+                    .senderReport(
+                        ntp: 0xE000_0000_0000_0000 + UInt64(index),
+                        rtpTimestamp: UInt32(index * 3000),
+                        arrivalMicroseconds: Int64(index) * 33_000 + 1
+                    )
+                )
             }
         }
         try writer.close()
@@ -95,7 +112,9 @@ struct JournalTests {
         for iteration in 0..<3_000 {
             var bytes: [UInt8]
             if iteration % 3 == 0 {
-                bytes = (0..<Int.random(in: 0...200, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                bytes = (0..<Int.random(in: 0...200, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
                 if iteration % 2 == 0 { bytes = Array("CNCLJRN1".utf8) + bytes }
             } else {
                 bytes = valid

@@ -121,7 +121,11 @@ struct RecordThroughJanusTests {
 
     func writeKeyFile(_ key: CallKey, in directory: URL) throws -> String {
         let path = directory.appendingPathComponent("call.key").path
-        _ = FileManager.default.createFile(atPath: path, contents: Data(key.hexString.utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: path,
+            contents: Data(key.hexString.utf8),
+            attributes: [.posixPermissions: 0o600]
+        )
         return path
     }
 
@@ -131,7 +135,9 @@ struct RecordThroughJanusTests {
         return crypto
     }
 
-    @Test("Three encrypted publishers (two VP8, one H264) and an outsider: every file decodes, no frame missing, A/V and participants in sync, the outsider listed, not recorded")
+    @Test(
+        "Three encrypted publishers (two VP8, one H264) and an outsider: every file decodes, no frame missing, A/V and participants in sync, the outsider listed, not recorded"
+    )
     func threePublishersAndAnOutsider() async throws {
         let bed = try TestJanus.shared()
         var logger = Logger(label: "test")
@@ -325,7 +331,10 @@ struct RecordThroughJanusTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let result = try runProcess(
             try conclave(),
-            ["record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "2", "--out", directory.appendingPathComponent("rec").path],
+            [
+                "record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "2", "--out",
+                directory.appendingPathComponent("rec").path,
+            ],
             environment: ["CONCLAVE_HOME": directory.appendingPathComponent("home").path]
         )
         #expect(!result.succeeded)

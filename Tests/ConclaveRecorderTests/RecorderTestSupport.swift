@@ -82,7 +82,9 @@ struct RecordedFileAnalysis {
             var packetStarts: [(sample: Int, time: Double)] = []
             while let packet = try demuxer.readPacket() {
                 guard packet.streamIndex == audio.index else { continue }
-                let pcm = try opus.decode(EncodedFrame(codec: .opus, data: packet.data, rtpTimestamp: 0, isKeyframe: true))
+                let pcm = try opus.decode(
+                    EncodedFrame(codec: .opus, data: packet.data, rtpTimestamp: 0, isKeyframe: true)
+                )
                 let time = index < times.count ? times[index] : 0
                 packetStarts.append((fed, time))
                 for onset in detector.feed(pcm.samples, channels: 1) {
@@ -156,7 +158,9 @@ struct SimulatedPublisher {
                 guard let timed = try source.nextFrame() else { break }
                 let capture = origin + microseconds(timed.mediaTime)
                 events.append(.frame(feedID, .video, timed.frame, capture + delay + 5_000))
-                if timed.frame.rtpTimestamp &- videoBase == 0 || (timed.frame.rtpTimestamp &- videoBase) % 90_000 == 45_000 {
+                if timed.frame.rtpTimestamp &- videoBase == 0
+                    || (timed.frame.rtpTimestamp &- videoBase) % 90_000 == 45_000
+                {
                     let ntp = NTPTimestamp(unixMicroseconds: capture + clockError).rawValue
                     events.append(.senderReport(feedID, .video, ntp, timed.frame.rtpTimestamp, capture + delay + 1_000))
                 }

@@ -7,12 +7,15 @@ import Testing
 struct VideoDimensionsTests {
     @Test(
         "The size of real VP8 and H264 keyframes, cropping included",
-        arguments: [(MediaCodec.vp8, 320, 240), (.vp8, 160, 120), (.h264, 320, 240), (.h264, 320, 180), (.h264, 640, 360)]
+        arguments: [
+            (MediaCodec.vp8, 320, 240), (.vp8, 160, 120), (.h264, 320, 240), (.h264, 320, 180), (.h264, 640, 360),
+        ]
     )
     func realKeyframes(codec: MediaCodec, width: Int, height: Int) throws {
         let source = EncodingVideoSource(
             raw: try PatternSource(width: width, height: height, frameRate: 30, frameLimit: 3),
-            encoder: try VideoEncoderSettings(codec: codec, width: width, height: height, bitrate: 200_000).makeEncoder()
+            encoder: try VideoEncoderSettings(codec: codec, width: width, height: height, bitrate: 200_000)
+                .makeEncoder()
         )
         let keyframe = try #require(try source.nextFrame()?.frame)
         #expect(keyframe.isKeyframe)
@@ -33,7 +36,9 @@ struct VideoDimensionsTests {
         for iteration in 0..<3_000 {
             var bytes: [UInt8]
             if iteration % 2 == 0 {
-                bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
                 if iteration % 4 == 0 { bytes = [0, 0, 0, 1, 0x67] + bytes }
             } else {
                 bytes = Array(h264.prefix(64))
@@ -42,7 +47,9 @@ struct VideoDimensionsTests {
                 }
             }
             for codec in [MediaCodec.vp8, .h264] {
-                if let size = VideoDimensions.of(EncodedFrame(codec: codec, data: bytes, rtpTimestamp: 0, isKeyframe: true)) {
+                if let size = VideoDimensions.of(
+                    EncodedFrame(codec: codec, data: bytes, rtpTimestamp: 0, isKeyframe: true)
+                ) {
                     #expect(size.width > 0 && size.height > 0 && size.width <= 16_384 && size.height <= 16_384)
                     sizes += 1
                 }

@@ -247,9 +247,13 @@ for feeds in feedCounts {
         aiortcOut + "/" + $0
     }
     let aiortcCPU = report("aiortc", feeds: feeds, usage: aiortcUsage, outcome: try analyze(files: aiortcFiles))
-    say(String(format: "  ratio N=%d: aiortc uses %.1fx the CPU of Conclave", feeds, aiortcCPU / max(conclaveCPU, 1e-9)))
+    say(
+        String(format: "  ratio N=%d: aiortc uses %.1fx the CPU of Conclave", feeds, aiortcCPU / max(conclaveCPU, 1e-9))
+    )
     if aiortcUsage.status != 0 {
-        let log = (try? String(contentsOfFile: directory.appendingPathComponent("aiortc-\(feeds).log").path, encoding: .utf8)) ?? ""
+        let log =
+            (try? String(contentsOfFile: directory.appendingPathComponent("aiortc-\(feeds).log").path, encoding: .utf8))
+            ?? ""
         say("  aiortc log tail: \(log.suffix(400))")
     }
 
