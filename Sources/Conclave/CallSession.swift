@@ -302,8 +302,9 @@ public actor CallSession {
                 }
             }
             let watchdog = Task { [weak self, publisher] in
-                // ICE or DTLS failed for good (a long outage): there is no ICE restart, so the call
-                // publishes and subscribes again on a new session.
+                // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
+                // PeerConnections, and publishes and subscribes again on a new session if that
+                // does not bring media back.
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(1))
                     guard let self else { return }
@@ -311,7 +312,6 @@ public actor CallSession {
                     for state in [publisher.transport.state, subscriberState] {
                         if case .failed(let reason) = state {
                             await self.mediaFailed(reason, generation: generation)
-                            return
                         }
                     }
                 }
@@ -380,9 +380,37 @@ public actor CallSession {
     }
 
     private func mediaFailed(_ reason: String, generation: Int) {
-        guard generation == leg?.generation, phase == .live else { return }
-        logger.warning("media transport failed; joining again on a new session", metadata: ["reason": "\(reason)"])
-        startRecovery(newConnection: false, sessionAlive: true)
+        guard generation == leg?.generation, phase == .live, recoveryTask == nil, let leg else { return }
+        logger.warning("media transport failed; restarting ICE", metadata: ["reason": "\(reason)"])
+        tracker.recoveryStarted("ice-restart")
+        let logger = self.logger
+        recoveryTask = Task {
+            let restarted = await Self.restartICE(of: leg, within: .seconds(5), logger: logger)
+            self.recoveryFinished()
+            if restarted, generation == self.leg?.generation {
+                self.tracker.recoveryFinished(as: "ice-restart")
+                logger.notice("media recovered by ICE restart")
+            } else {
+                logger.warning("ICE restart did not bring media back; joining again on a new session")
+                self.startRecovery(newConnection: false, sessionAlive: true)
+            }
+        }
+    }
+
+    /// Restarts ICE on the leg's publisher and subscriber (DTLS and SRTP stay) and waits until
+    /// both carry media again.
+    private static func restartICE(of leg: Leg, within limit: Duration, logger: Logger) async -> Bool {
+        do {
+            try await leg.publisher.restartICE()
+            let subscriber = leg.subscription.subscriber
+            try await subscriber?.restartICE()
+            try await leg.publisher.transport.waitUntilConnected(within: limit)
+            try await subscriber?.transport.waitUntilConnected(within: limit)
+            return true
+        } catch {
+            logger.info("ICE restart failed", metadata: ["error": "\(error)"])
+            return false
+        }
     }
 
     /// Asks our video senders for a keyframe (someone new will subscribe to us).

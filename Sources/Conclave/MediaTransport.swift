@@ -95,6 +95,11 @@ public final class MediaTransport: Sendable {
         /// Set by the one caller that starts the handshake (ICE "connected" and "ready", and
         /// `start(remote:)`, can all try from different threads).
         var handshakeStarted = false
+        /// The peer's ICE ufrag last applied, to notice a restart in a renegotiation.
+        var remoteUfrag: String?
+        /// The peer's candidates so far (from descriptions and trickle): an ICE restart clears
+        /// libnice's remote candidates, and a peer answering a restart may not repeat unchanged ones.
+        var remoteCandidates: [String] = []
     }
 
     private let inner = Mutex(Inner())
@@ -179,15 +184,7 @@ public final class MediaTransport: Sendable {
 
     /// Applies the peer's ICE parameters and prepares DTLS in `role` against its fingerprint.
     public func start(remote: RemoteTransportParameters, role: DTLSRole) async throws {
-        try await ice.setRemoteCredentials(ICECredentials(ufrag: remote.iceUfrag, password: remote.icePwd))
-        for candidate in remote.candidates {
-            do {
-                try await ice.addRemoteCandidate(candidate.trickleString)
-            } catch {
-                logger.debug("skipping remote candidate", metadata: ["error": "\(error)"])
-            }
-        }
-        if remote.endOfCandidates { try await ice.addRemoteEndOfCandidates() }
+        try await updateRemote(remote)
         let fingerprint = DTLSFingerprint(algorithm: .sha256, digest: remote.fingerprint.digest)
         let dtls = try DTLSTransport(
             certificate: certificate,
@@ -215,8 +212,53 @@ public final class MediaTransport: Sendable {
         }
     }
 
+    /// Restarts ICE with new local credentials (after an outage, or when the path changed),
+    /// keeping DTLS and SRTP: the peer learns the new credentials from a renegotiation, and media
+    /// resumes on the same keys once a candidate pair works again. Returns the new local parameters.
+    public func restartICE() async throws -> LocalTransportParameters {
+        let credentials = try await ice.restart()
+        inner.withLock { inner in
+            inner.remoteUfrag = nil
+            if inner.state != .closed { inner.state = .connecting }
+        }
+        stateContinuation.yield(.connecting)
+        let candidates = try await ice.currentLocalCandidates().compactMap { try? ICECandidate(parsing: $0) }
+        logger.notice("ICE restarted", metadata: ["candidates": "\(candidates.count)"])
+        return LocalTransportParameters(
+            iceUfrag: credentials.ufrag,
+            icePwd: credentials.password,
+            fingerprint: SDPFingerprint(digest: certificate.fingerprint.digest),
+            candidates: candidates,
+            endOfCandidates: !candidates.isEmpty && configurationHasNoServers
+        )
+    }
+
+    /// Applies the peer's ICE parameters from a renegotiation when they changed (an ICE restart,
+    /// ours or the peer's); unchanged parameters are left alone.
+    public func updateRemote(_ remote: RemoteTransportParameters) async throws {
+        let (changed, known) = inner.withLock { ($0.remoteUfrag != remote.iceUfrag, $0.remoteCandidates) }
+        guard changed else { return }
+        try await ice.setRemoteCredentials(ICECredentials(ufrag: remote.iceUfrag, password: remote.icePwd))
+        let lines = remote.candidates.isEmpty ? known : remote.candidates.map(\.trickleString)
+        inner.withLock {
+            $0.remoteUfrag = remote.iceUfrag
+            $0.remoteCandidates = lines
+        }
+        for line in lines {
+            do {
+                try await ice.addRemoteCandidate(line)
+            } catch {
+                logger.debug("skipping remote candidate", metadata: ["error": "\(error)"])
+            }
+        }
+        if remote.endOfCandidates || remote.candidates.isEmpty && !known.isEmpty {
+            try await ice.addRemoteEndOfCandidates()
+        }
+    }
+
     /// Adds a candidate the peer trickled (`candidate:...`).
     public func addRemoteCandidate(_ line: String) async {
+        inner.withLock { $0.remoteCandidates.append(line) }
         do {
             try await ice.addRemoteCandidate(line)
         } catch {
@@ -303,7 +345,10 @@ public final class MediaTransport: Sendable {
         logger.debug("ICE state", metadata: ["state": "\(state)"])
         switch state {
         case .connecting: setState(.connecting, onlyFrom: [.new])
-        case .connected, .ready: beginHandshake()
+        case .connected, .ready:
+            // After an ICE restart the DTLS session and SRTP keys are still in place.
+            let keyed = inner.withLock { $0.inbound != nil && $0.state == .connecting }
+            if keyed { setState(.connected, onlyFrom: [.connecting]) } else { beginHandshake() }
         case .failed: setState(.failed("ICE failed: no candidate pair works"), onlyFrom: nil)
         default: break
         }

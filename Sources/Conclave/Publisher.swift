@@ -82,6 +82,19 @@ public final class Publisher: Sendable {
     public let roomEvents: AsyncStream<VideoRoom.Event>
     private let roomEventContinuation: AsyncStream<VideoRoom.Event>.Continuation
 
+    /// What the offers are built from, kept for renegotiations (ICE restart).
+    private let offerParts: OfferParts
+    private let offerVersion = Mutex<UInt64>(2)
+    private let endToEndEncrypted: Bool
+
+    private struct OfferParts: Sendable {
+        var audio: PublisherTrack?
+        var video: PublisherTrack?
+        var cname: String
+        var streamID: String
+        var sessionID: String
+    }
+
     private let keyframeContinuation: AsyncStream<MediaCodec>.Continuation
     private let bitrateContinuation: AsyncStream<UInt64>.Continuation
     private let logger: Logger
@@ -173,14 +186,22 @@ public final class Publisher: Sendable {
         }
         state = Mutex(SendState(audio: sender(audioTrack), video: sender(videoTrack)))
 
-        let local = try await transport.localParameters()
-        let offer = SDPNegotiator.publisherOffer(
+        offerParts = OfferParts(
             audio: audioTrack,
             video: videoTrack,
-            local: local,
             cname: "conclave-\(joined.id)",
             streamID: "conclave-\(joined.id)",
             sessionID: "\(UInt64.random(in: 1...UInt64(Int64.max)))"
+        )
+        endToEndEncrypted = configuration.endToEndEncrypted
+        let local = try await transport.localParameters()
+        let offer = SDPNegotiator.publisherOffer(
+            audio: offerParts.audio,
+            video: offerParts.video,
+            local: local,
+            cname: offerParts.cname,
+            streamID: offerParts.streamID,
+            sessionID: offerParts.sessionID
         )
         startTrickling()
         let answerJSEP = try await handle.publish(
@@ -235,6 +256,37 @@ public final class Publisher: Sendable {
             }
         }
         for packet in packets { transport.sendRTP(packet) }
+    }
+
+    /// Restarts ICE: new local credentials, a new offer through `configure`, Janus's new answer
+    /// applied. DTLS and SRTP carry on, so media resumes as soon as a candidate pair works.
+    public func restartICE() async throws {
+        let local = try await transport.restartICE()
+        let version = offerVersion.withLock {
+            $0 += 1
+            return $0
+        }
+        let offer = SDPNegotiator.publisherOffer(
+            audio: offerParts.audio,
+            video: offerParts.video,
+            local: local,
+            cname: offerParts.cname,
+            streamID: offerParts.streamID,
+            sessionID: offerParts.sessionID,
+            sessionVersion: version
+        )
+        guard
+            let answer = try await handle.configure(
+                VideoRoom.configure(),
+                offer: JSEP(type: .offer, sdp: offer.text, e2ee: endToEndEncrypted)
+            )
+        else {
+            throw MediaTransportError("Janus answered the ICE restart offer without an SDP answer")
+        }
+        let result = try SDPNegotiator.acceptPublisherAnswer(try SessionDescription(parsing: answer.sdp), offer: offer)
+        try await transport.updateRemote(result.remote)
+        // Receivers almost certainly lost packets while the path was broken: start them off again.
+        if let video = offerParts.video { keyframeContinuation.yield(video.codec) }
     }
 
     /// Send-side counters of one published stream.

@@ -148,6 +148,23 @@ public final class Subscriber: Sendable {
         if let offer { try await answer(offer, layout: streams) }
     }
 
+    /// Restarts ICE: new local credentials, then `configure` with `restart: true`, whose new offer
+    /// from Janus is answered. DTLS and SRTP carry on.
+    public func restartICE() async throws {
+        let local = try await transport.restartICE()
+        state.withLock { $0.local = local }
+        let (data, jsep) = try await handle.request(VideoRoom.restartSubscriberICE(), name: "ICE restart")
+        guard let jsep, jsep.type == .offer else { return }  // the offer then arrives as an event
+        var layout = streams
+        for event in (try? VideoRoom.events(from: data)) ?? [] {
+            switch event {
+            case .updated(_, let streams), .attached(_, let streams): layout = streams
+            default: continue
+            }
+        }
+        try await answer(jsep, layout: layout)
+    }
+
     /// Leaves the subscription and closes the PeerConnection.
     public func close() async {
         for task in tasks.withLock({ $0 }) { task.cancel() }
@@ -220,6 +237,9 @@ public final class Subscriber: Sendable {
                     remote: result.remote,
                     role: DTLSRole(answeringRemoteSetup: result.remote.setup.rawValue)
                 )
+            } else {
+                // A renegotiation may carry new ICE credentials (an ICE restart, ours or Janus's).
+                try await transport.updateRemote(result.remote)
             }
             logger.debug("subscription negotiated", metadata: ["streams": "\(result.media.count)"])
         }

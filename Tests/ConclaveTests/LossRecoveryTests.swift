@@ -53,7 +53,8 @@ final class RecordingSource: EncodedFrameSource {
     func makeCall(frames: Int) async throws -> Call {
         let bed = try TestJanus.start()
         var logger = Logger(label: "test")
-        logger.logLevel = .error
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["CONCLAVE_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .error
         let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
         let connection = try await JanusConnection.connect(to: bed.webSocketURL)
         let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
@@ -147,6 +148,40 @@ final class RecordingSource: EncodedFrameSource {
             #expect(picture != nil, "frame \(index) after the outage decodes")
         }
         #expect(call.sender.sent.keyframeRequests > 0, "the publisher was asked for a keyframe")
+        await call.close()
+    }
+
+    @Test func iceRestartAfterAnOutageResumesMediaOnNewCredentials() async throws {
+        let call = try await makeCall(frames: 180)
+        let sender = call.sender
+        async let sending: Void = sender.run(pacer: MediaPacer(mode: .realTime))
+        try await Task.sleep(for: .seconds(1.5))
+        let subscriber = try #require(call.subscription.subscriber)
+        let publisherBefore = try await call.publisher.transport.ice.localCredentials()
+        let subscriberBefore = try await subscriber.transport.ice.localCredentials()
+
+        try call.bed.setLink(up: false)
+        try await Task.sleep(for: .seconds(2))
+        try call.bed.setLink(up: true)
+        let restarted = ContinuousClock.now
+        try await call.publisher.restartICE()
+        try await subscriber.restartICE()
+        let atRestart = call.observer.seen.withLock { $0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0 }
+
+        try await call.observer.wait { ($0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0) > atRestart }
+        let resumed = ContinuousClock.now - restarted
+        try await sending
+        let total = call.observer.seen.withLock { $0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0 }
+        print("ICE restart: media again \(resumed) after the link returned; \(total - atRestart) frames after it")
+        print(
+            "ICE restart counters: publisher \(call.publisher.transport.counters), subscriber \(subscriber.transport.counters)"
+        )
+
+        #expect(try await call.publisher.transport.ice.localCredentials().ufrag != publisherBefore.ufrag)
+        #expect(try await subscriber.transport.ice.localCredentials().ufrag != subscriberBefore.ufrag)
+        #expect(call.publisher.transport.state == .connected)
+        #expect(subscriber.transport.state == .connected)
+        #expect(total - atRestart >= 60, "media keeps flowing after the restart (\(total - atRestart) frames)")
         await call.close()
     }
 }
