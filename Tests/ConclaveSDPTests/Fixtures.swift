@@ -6,7 +6,7 @@ enum Fixtures {
     /// Janus's answer to a publisher offer (audio mid 0 + VP8 mid 1), LF line ends.
     static let janusPublisherAnswer = """
         v=0
-        o=- 4578902164598431 4578902164598432 IN IP4 10.200.0.1
+        o=- 4578902164598431 4578902164598432 IN IP4 198.18.200.1
         s=VideoRoom 1234
         t=0 0
         a=group:BUNDLE 0 1
@@ -15,7 +15,7 @@ enum Fixtures {
         a=extmap-allow-mixed
         a=msid-semantic: WMS *
         m=audio 9 UDP/TLS/RTP/SAVPF 111
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=recvonly
         a=mid:0
         a=rtcp-mux
@@ -27,10 +27,10 @@ enum Fixtures {
         a=fmtp:111 useinbandfec=1
         a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level
         a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid
-        a=candidate:1 1 udp 2015363327 10.200.0.1 20042 typ host
+        a=candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host
         a=end-of-candidates
         m=video 9 UDP/TLS/RTP/SAVPF 96
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=recvonly
         a=mid:1
         a=rtcp-mux
@@ -46,7 +46,7 @@ enum Fixtures {
         a=rtcp-fb:96 transport-cc
         a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01
         a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid
-        a=candidate:1 1 udp 2015363327 10.200.0.1 20042 typ host
+        a=candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host
         a=end-of-candidates
 
         """
@@ -55,7 +55,7 @@ enum Fixtures {
     /// fmtp line, a feed that left (disabled m-line), and a data channel. CRLF line ends.
     static let janusSubscriberOffer = """
         v=0
-        o=- 1700000000512345 1 IN IP4 10.200.0.1
+        o=- 1700000000512345 1 IN IP4 198.18.200.1
         s=VideoRoom 1234
         t=0 0
         a=group:BUNDLE 0 1 2 3 5
@@ -64,7 +64,7 @@ enum Fixtures {
         a=extmap-allow-mixed
         a=msid-semantic: WMS *
         m=audio 9 UDP/TLS/RTP/SAVPF 111
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=sendonly
         a=mid:0
         a=rtcp-mux
@@ -79,11 +79,11 @@ enum Fixtures {
         a=msid:janus janusa0
         a=ssrc:2784523881 cname:janus
         a=ssrc:2784523881 msid:janus janusa0
-        a=candidate:1 1 udp 2015363327 10.200.0.1 20400 typ host
-        a=candidate:2 1 tcp 1015037951 10.200.0.1 9 typ host tcptype active
+        a=candidate:1 1 udp 2015363327 198.18.200.1 20400 typ host
+        a=candidate:2 1 tcp 1015037951 198.18.200.1 9 typ host tcptype active
         a=end-of-candidates
         m=video 9 UDP/TLS/RTP/SAVPF 96 97
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=sendonly
         a=mid:1
         a=rtcp-mux
@@ -109,7 +109,7 @@ enum Fixtures {
         a=ssrc:4127812371 cname:janus
         a=ssrc:4127812371 msid:janus janusv1
         m=audio 9 UDP/TLS/RTP/SAVPF 111
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=sendonly
         a=mid:2
         a=rtcp-mux
@@ -123,7 +123,7 @@ enum Fixtures {
         a=msid:janus janusa2
         a=ssrc:915667282 cname:janus
         m=video 9 UDP/TLS/RTP/SAVPF 107
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=sendonly
         a=mid:3
         a=rtcp-mux
@@ -140,11 +140,11 @@ enum Fixtures {
         a=msid:janus janusv3
         a=ssrc:3387617243 cname:janus
         m=video 0 UDP/TLS/RTP/SAVPF 0
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=inactive
         a=mid:4
         m=application 9 UDP/DTLS/SCTP webrtc-datachannel
-        c=IN IP4 10.200.0.1
+        c=IN IP4 198.18.200.1
         a=sendrecv
         a=mid:5
         a=sctp-port:5000
@@ -165,10 +165,10 @@ enum Fixtures {
         a=extmap-allow-mixed
         a=msid-semantic: WMS 5a1e3c0d-2b7e-4f0e-9b5e-0c6f4d2f8c11
         m=audio 51472 UDP/TLS/RTP/SAVPF 111 63 9 0 8 13 110 126
-        c=IN IP4 192.168.1.20
+        c=IN IP4 198.18.168.20
         a=rtcp:9 IN IP4 0.0.0.0
-        a=candidate:3348148302 1 udp 2122260223 192.168.1.20 51472 typ host generation 0 network-id 1 network-cost 10
-        a=candidate:1510613869 1 udp 1686052607 203.0.113.7 51472 typ srflx raddr 192.168.1.20 rport 51472 generation 0 network-id 1
+        a=candidate:3348148302 1 udp 2122260223 198.18.168.20 51472 typ host generation 0 network-id 1 network-cost 10
+        a=candidate:1510613869 1 udp 1686052607 203.0.113.7 51472 typ srflx raddr 198.18.168.20 rport 51472 generation 0 network-id 1
         a=ice-ufrag:Fm3h
         a=ice-pwd:1Zp0Ll5cJ0Ra4eMtpDzSaiDj
         a=ice-options:trickle
@@ -256,7 +256,7 @@ enum Fixtures {
         a=group:BUNDLE 0 1
         a=msid-semantic:WMS *
         m=audio 49874 UDP/TLS/RTP/SAVPF 96 0 8
-        c=IN IP4 10.200.0.2
+        c=IN IP4 198.18.200.2
         a=sendonly
         a=extmap:1 urn:ietf:params:rtp-hdrext:sdes:mid
         a=extmap:2 urn:ietf:params:rtp-hdrext:ssrc-audio-level
@@ -268,7 +268,7 @@ enum Fixtures {
         a=rtpmap:96 opus/48000/2
         a=rtpmap:0 PCMU/8000
         a=rtpmap:8 PCMA/8000
-        a=candidate:5d9ac0e2b1a7f4c3e6d8b9a0f1e2d3c4 1 udp 2130706431 10.200.0.2 49874 typ host
+        a=candidate:5d9ac0e2b1a7f4c3e6d8b9a0f1e2d3c4 1 udp 2130706431 198.18.200.2 49874 typ host
         a=end-of-candidates
         a=ice-ufrag:ZbQ1
         a=ice-pwd:rT8yK2mN5pQ7sV0wX3zA6cE9
@@ -276,7 +276,7 @@ enum Fixtures {
         a=fingerprint:sha-384 0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9
         a=setup:actpass
         m=video 49874 UDP/TLS/RTP/SAVPF 97 98 99 100 101 102
-        c=IN IP4 10.200.0.2
+        c=IN IP4 198.18.200.2
         a=sendonly
         a=extmap:1 urn:ietf:params:rtp-hdrext:sdes:mid
         a=extmap:3 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time
@@ -307,7 +307,7 @@ enum Fixtures {
         a=fmtp:101 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f
         a=rtpmap:102 rtx/90000
         a=fmtp:102 apt=101
-        a=candidate:5d9ac0e2b1a7f4c3e6d8b9a0f1e2d3c4 1 udp 2130706431 10.200.0.2 49874 typ host
+        a=candidate:5d9ac0e2b1a7f4c3e6d8b9a0f1e2d3c4 1 udp 2130706431 198.18.200.2 49874 typ host
         a=end-of-candidates
         a=ice-ufrag:ZbQ1
         a=ice-pwd:rT8yK2mN5pQ7sV0wX3zA6cE9

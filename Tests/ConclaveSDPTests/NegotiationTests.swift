@@ -10,7 +10,7 @@ struct NegotiationTests {
         icePwd: "bG9jYWxwYXNzd29yZGxvY2Fs",
         fingerprint: SDPFingerprint(digest: Array(repeating: 0xAB, count: 32)),
         candidates: [
-            ICECandidate(foundation: "1", priority: 2130706431, address: "10.200.0.3", port: 40000, type: "host")
+            ICECandidate(foundation: "1", priority: 2130706431, address: "198.18.200.3", port: 40000, type: "host")
         ]
     )
 
@@ -36,7 +36,7 @@ struct NegotiationTests {
         #expect(text.contains("a=ssrc:2222 cname:conclave\r\n"))
         #expect(text.contains("a=msid:stream0 video0\r\n"))
         #expect(text.contains("a=rtcp-fb:107 nack pli\r\n"))
-        #expect(text.contains("a=candidate:1 1 udp 2130706431 10.200.0.3 40000 typ host\r\n"))
+        #expect(text.contains("a=candidate:1 1 udp 2130706431 198.18.200.3 40000 typ host\r\n"))
 
         // Janus answers the VP8 variant of the offer.
         let vp8Offer = SDPNegotiator.publisherOffer(
@@ -138,19 +138,19 @@ struct NegotiationTests {
         // Feed 2 (mids 2 and 3) left: Janus disables its m-lines; a new feed arrives on mids 6 and 7.
         var text = Fixtures.janusSubscriberOffer
         text = text.replacing(
-            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:2",
-            with: "m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:2"
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 198.18.200.1\r\na=sendonly\r\na=mid:2",
+            with: "m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 198.18.200.1\r\na=inactive\r\na=mid:2"
         )
         text = text.replacing(
-            "m=video 9 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=sendonly\r\na=mid:3",
-            with: "m=video 0 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 10.200.0.1\r\na=inactive\r\na=mid:3"
+            "m=video 9 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 198.18.200.1\r\na=sendonly\r\na=mid:3",
+            with: "m=video 0 UDP/TLS/RTP/SAVPF 107\r\nc=IN IP4 198.18.200.1\r\na=inactive\r\na=mid:3"
         )
         text = text.replacing("a=group:BUNDLE 0 1 2 3 5", with: "a=group:BUNDLE 0 1 5 6 7")
         text += [
-            "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 10.200.0.1", "a=sendonly", "a=mid:6", "a=rtcp-mux",
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 198.18.200.1", "a=sendonly", "a=mid:6", "a=rtcp-mux",
             "a=ice-ufrag:Pq2w", "a=ice-pwd:anVzdGFub3RoZXJwYXNzd29yZA", "a=setup:actpass", "a=rtpmap:111 opus/48000/2",
             "a=ssrc:5550001 cname:janus",
-            "m=video 9 UDP/TLS/RTP/SAVPF 96", "c=IN IP4 10.200.0.1", "a=sendonly", "a=mid:7", "a=rtcp-mux",
+            "m=video 9 UDP/TLS/RTP/SAVPF 96", "c=IN IP4 198.18.200.1", "a=sendonly", "a=mid:7", "a=rtcp-mux",
             "a=ice-ufrag:Pq2w", "a=ice-pwd:anVzdGFub3RoZXJwYXNzd29yZA", "a=setup:actpass", "a=rtpmap:96 VP8/90000",
             "a=rtcp-fb:96 nack", "a=rtcp-fb:96 nack pli", "a=ssrc:5550002 cname:janus", "",
         ].joined(separator: "\r\n")

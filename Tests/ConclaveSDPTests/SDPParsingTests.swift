@@ -38,7 +38,7 @@ struct SDPParsingTests {
         let candidates = try audio.candidates()
         #expect(candidates.count == 2)
         #expect(
-            candidates[1].type == "srflx" && candidates[1].relatedAddress == "192.168.1.20"
+            candidates[1].type == "srflx" && candidates[1].relatedAddress == "198.18.168.20"
                 && candidates[1].relatedPort == 51472
         )
         #expect(candidates[0].extensions.first == SDPParameter("generation", "0"))
@@ -87,16 +87,16 @@ struct SDPParsingTests {
     }
 
     @Test func parsesAndWritesCandidates() throws {
-        let host = try ICECandidate(parsing: "candidate:1 1 udp 2015363327 10.200.0.1 20042 typ host")
-        #expect(host.address == "10.200.0.1" && host.port == 20042 && host.priority == 2015363327)
-        #expect(host.trickleString == "candidate:1 1 udp 2015363327 10.200.0.1 20042 typ host")
+        let host = try ICECandidate(parsing: "candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host")
+        #expect(host.address == "198.18.200.1" && host.port == 20042 && host.priority == 2015363327)
+        #expect(host.trickleString == "candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host")
         let relay = "4 1 udp 41885439 198.51.100.9 3478 typ relay raddr 203.0.113.7 rport 51472 generation 0 ufrag Fm3h"
         #expect(try ICECandidate(parsing: "a=candidate:" + relay).value == relay)
-        let tcp = try ICECandidate(parsing: "2 1 TCP 1015037951 10.200.0.1 9 typ host tcptype active")
+        let tcp = try ICECandidate(parsing: "2 1 TCP 1015037951 198.18.200.1 9 typ host tcptype active")
         #expect(tcp.tcpType == "active" && tcp.transport == "TCP")
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 10.0.0.1 99999 typ host") }
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 10.0.0.1 9 host") }
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 10.0.0.1 9 typ host raddr") }
+        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 99999 typ host") }
+        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 9 host") }
+        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 9 typ host raddr") }
     }
 
     @Test func writesFingerprintsAndAttributes() throws {
