@@ -361,7 +361,15 @@ public final class Publisher: Sendable {
                 }
             }
         }
-        for packet in retransmissions { transport.sendRTP(packet) }
+        // Each answer to a NACK goes out twice: Janus asks for a lost packet at most twice (after
+        // 12 ms and 155 ms), so a retransmission lost on a lossy uplink would otherwise often be
+        // lost for good, and with it every frame until the next keyframe. The duplicate costs a
+        // few percent of bandwidth under loss and nothing without it; SRTP replay protection at
+        // Janus drops whichever copy arrives second.
+        for packet in retransmissions {
+            transport.sendRTP(packet)
+            transport.sendRTP(packet)
+        }
         if let keyframe { keyframeContinuation.yield(keyframe) }
         if let bitrate { bitrateContinuation.yield(bitrate) }
     }
