@@ -51,7 +51,9 @@ import Testing
             crypto: nil,
             logger: logger
         )
-        try await observer.wait(for: .seconds(15)) { ($0.frames[feed]?[.vp8]?.count ?? 0) >= 60 }
+        try await observer.wait(for: .seconds(15)) {
+            ($0.frames[feed]?[.vp8]?.count ?? 0) >= 60 && ($0.frames[feed]?[.opus]?.count ?? 0) >= 100
+        }
 
         // aiortc's VP8 and Opus decode without a single error in libvpx and libopus.
         let seen = observer.seen.withLock { $0 }
