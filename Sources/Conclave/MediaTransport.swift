@@ -90,8 +90,8 @@ public final class MediaTransport: Sendable {
         var outbound: SRTPSession?
         var state: MediaTransportState = .new
         var counters = Counters()
-        var onRTP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
-        var onRTCP: (@Sendable (UnsafeMutableRawBufferPointer) -> Void)?
+        var onRTP: (@Sendable ([UInt8]) -> Void)?
+        var onRTCP: (@Sendable ([UInt8]) -> Void)?
         /// Set by the one caller that starts the handshake (ICE "connected" and "ready", and
         /// `start(remote:)`, can all try from different threads).
         var handshakeStarted = false
@@ -137,11 +137,11 @@ public final class MediaTransport: Sendable {
         )
     }
 
-    /// Sets where decrypted RTP and RTCP go. Called on the ICE loop thread; the buffer holds one
-    /// packet and is valid only during the call (copy what must be kept).
+    /// Sets where decrypted RTP and RTCP go. Called on the ICE loop thread with one packet each,
+    /// unprotected in place in the array that carries it on (one copy of the datagram in all).
     public func setHandlers(
-        rtp: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Void,
-        rtcp: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Void
+        rtp: @escaping @Sendable ([UInt8]) -> Void,
+        rtcp: @escaping @Sendable ([UInt8]) -> Void
     ) {
         inner.withLock {
             $0.onRTP = rtp
@@ -411,15 +411,14 @@ public final class MediaTransport: Sendable {
     private func receiveSRTP(_ datagram: UnsafeRawBufferPointer, isRTCP: Bool) {
         let (session, rtpHandler, rtcpHandler) = inner.withLock { ($0.inbound, $0.onRTP, $0.onRTCP) }
         guard let session else { return }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: datagram.count, alignment: 8)
-        defer { buffer.deallocate() }
-        buffer.copyMemory(from: datagram)
+        var packet = Array(datagram)
         do {
-            let length =
+            let length = try packet.withUnsafeMutableBytes { buffer in
                 isRTCP
-                ? try session.unprotectRTCP(buffer, length: datagram.count)
-                : try session.unprotect(buffer, length: datagram.count)
-            let packet = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+                    ? try session.unprotectRTCP(buffer, length: datagram.count)
+                    : try session.unprotect(buffer, length: datagram.count)
+            }
+            packet.removeLast(packet.count - length)
             inner.withLock {
                 if isRTCP { $0.counters.rtcpReceived += 1 } else { $0.counters.rtpReceived += 1 }
             }

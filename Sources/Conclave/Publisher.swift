@@ -336,8 +336,8 @@ public final class Publisher: Sendable {
 
     // MARK: Internals
 
-    private func receiveRTCP(_ packet: UnsafeMutableRawBufferPointer) {
-        guard let packets = try? RTCPCompound.parse(Array(packet)) else { return }
+    private func receiveRTCP(_ packet: [UInt8]) {
+        guard let packets = try? RTCPCompound.parse(packet) else { return }
         let now = MediaClock.now()
         let arrival = MediaClock.wallClock()
         var retransmissions: [[UInt8]] = []

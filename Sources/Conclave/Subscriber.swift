@@ -275,8 +275,8 @@ public final class Subscriber: Sendable {
 
     // MARK: Receive path (ICE loop thread)
 
-    private func receiveRTP(_ bytes: UnsafeMutableRawBufferPointer) {
-        guard let packet = try? RTPPacket(parsing: Array(bytes)) else { return }
+    private func receiveRTP(_ bytes: [UInt8]) {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MediaClock.now()
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
             var mid = state.midBySSRC[packet.ssrc]
@@ -301,8 +301,8 @@ public final class Subscriber: Sendable {
         for packet in feedback { transport.sendRTCP(packet) }
     }
 
-    private func receiveRTCP(_ bytes: UnsafeMutableRawBufferPointer) {
-        guard let packets = try? RTCPCompound.parse(Array(bytes)) else { return }
+    private func receiveRTCP(_ bytes: [UInt8]) {
+        guard let packets = try? RTCPCompound.parse(bytes) else { return }
         let now = MediaClock.now()
         for case .senderReport(let report) in packets {
             let target = state.withLock { state -> (String, UInt64)? in
