@@ -110,6 +110,34 @@ enum EmulationPrevention {
     /// Zero bytes are rare in ciphertext, so the scan jumps from zero to zero with `memchr` and copies
     /// the runs between them in bulk.
     static func escape(_ input: [UInt8], into output: inout [UInt8]) {
+        escape(input[...], into: &output)
+    }
+
+    /// Whether `escape` would insert anything into `input`: some `00 00` followed by 0–3.
+    static func needsEscape(_ input: UnsafeRawBufferPointer) -> Bool {
+        firstZeroPair(in: input) { $0 <= 3 }
+    }
+
+    /// Whether `input` holds an escape `unescape` would remove: `00 00 03`.
+    static func containsEscape(_ input: UnsafeRawBufferPointer) -> Bool {
+        firstZeroPair(in: input) { $0 == 3 }
+    }
+
+    /// Whether some `00 00` in `input` is followed by a byte that satisfies `next`.
+    private static func firstZeroPair(in input: UnsafeRawBufferPointer, followedBy next: (UInt8) -> Bool) -> Bool {
+        guard let base = input.baseAddress else { return false }
+        let count = input.count
+        var position = 0
+        while position < count, let hit = memchr(base + position, 0, count - position) {
+            let zero = base.distance(to: UnsafeRawPointer(hit))
+            if zero + 2 < count && input[zero + 1] == 0 && next(input[zero + 2]) { return true }
+            position = zero + 1
+        }
+        return false
+    }
+
+    /// `escape` for part of an array.
+    static func escape(_ input: ArraySlice<UInt8>, into output: inout [UInt8]) {
         output.reserveCapacity(output.count + input.count + input.count / 64 + 4)
         input.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -133,26 +161,30 @@ enum EmulationPrevention {
 
     /// Removes every `03` that follows `00 00`.
     static func unescape(_ input: ArraySlice<UInt8>) -> [UInt8] {
+        input.withUnsafeBytes { unescape($0) }
+    }
+
+    /// Removes every `03` that follows `00 00`.
+    static func unescape(_ input: UnsafeRawBufferPointer) -> [UInt8] {
         var output = [UInt8]()
         output.reserveCapacity(input.count)
-        input.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return }
-            let count = buffer.count
-            var runStart = 0
-            var position = 0
-            while position < count, let hit = memchr(base + position, 0, count - position) {
-                let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-                if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] == 3 {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
-                    runStart = zero + 3
-                    position = zero + 3
-                } else {
-                    position = zero + 1
-                }
+        let buffer = input.assumingMemoryBound(to: UInt8.self)
+        guard let base = buffer.baseAddress else { return output }
+        let count = buffer.count
+        var runStart = 0
+        var position = 0
+        while position < count, let hit = memchr(base + position, 0, count - position) {
+            let zero = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            if zero + 2 < count && buffer[zero + 1] == 0 && buffer[zero + 2] == 3 {
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<(zero + 2)]))
+                runStart = zero + 3
+                position = zero + 3
+            } else {
+                position = zero + 1
             }
-            if runStart < count {
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
-            }
+        }
+        if runStart < count {
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
         }
         return output
     }

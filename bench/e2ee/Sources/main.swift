@@ -55,12 +55,14 @@ func measure(seconds: Double, bytesPerFrame: Int, _ body: () throws -> Void) ret
 var seconds = 0.5
 var opensslBytesPerSecond: Double?
 var ratioOnly = false
+var only: String?
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let argument = arguments.next() {
     switch argument {
     case "--seconds": seconds = Double(arguments.next() ?? "") ?? seconds
     case "--openssl-bytes-per-second": opensslBytesPerSecond = Double(arguments.next() ?? "")
     case "--ratio-only": ratioOnly = true
+    case "--only": only = arguments.next()
     default:
         FileHandle.standardError.write(
             Data("usage: bench-e2ee [--seconds S] [--openssl-bytes-per-second B [--ratio-only]]\n".utf8)
@@ -103,6 +105,7 @@ for format in FrameCryptoFormat.allCases {
         let frame = EncodedFrame(codec: benchCase.codec, data: benchCase.payload, rtpTimestamp: 0, isKeyframe: false)
         let sealed = try encryptor.encrypt(frame)
         guard try decryptor.decrypt(sealed).data == frame.data else { fatalError("round trip failed") }
+        if let only, !"\(format) \(benchCase.label)".contains(only) { continue }
         let encrypt = try measure(seconds: seconds, bytesPerFrame: frame.data.count) {
             _ = try encryptor.encrypt(frame)
         }
