@@ -38,23 +38,24 @@ public enum H264FrameParser {
         isAnnexB(data) ? annexBUnits(in: data) : avccUnits(in: data)
     }
 
-    /// Annex-B units. Uses `memchr` to find each candidate `01` byte, which finds the same start
-    /// codes as a byte-by-byte scan but runs at memory speed on large frames.
+    /// Annex-B units. Finds each start code from its `00 00` pair with `ZeroPairs`, which finds the
+    /// same start codes as a byte-by-byte scan but runs at memory speed on large frames.
     public static func annexBUnits(in data: [UInt8]) -> [NALUnitRange] {
         var units: [NALUnitRange] = []
         data.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return }
             let count = buffer.count
             var lowerBound = 0  // the first byte a start code may begin at
             var open: (framingStart: Int, header: Int)?
             var searchFrom = 0
-            while searchFrom < count {
-                guard let hit = memchr(base + searchFrom, 1, count - searchFrom) else { break }
-                let one = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-                searchFrom = one + 1
-                // A start code is 00 00 01 ending at `one`, beginning no earlier than `lowerBound`.
-                guard one - 2 >= lowerBound, buffer[one - 1] == 0, buffer[one - 2] == 0 else { continue }
-                var start = one - 2
+            // A start code is 00 00 01 beginning no earlier than `lowerBound`.
+            while let pair = ZeroPairs.first(in: UnsafeRawBufferPointer(buffer), from: searchFrom, to: count) {
+                let one = pair + 2
+                guard one < count else { break }
+                guard buffer[one] == 1 else {
+                    searchFrom = pair + 1
+                    continue
+                }
+                var start = pair
                 if start - 1 >= lowerBound, buffer[start - 1] == 0 { start -= 1 }
                 if let current = open {
                     units.append(unit(current.framingStart, current.header, start, buffer))
@@ -66,7 +67,7 @@ public enum H264FrameParser {
                 }
                 open = (start, header)
                 lowerBound = header + 1
-                searchFrom = max(searchFrom, lowerBound + 2)
+                searchFrom = lowerBound
             }
             if let current = open {
                 units.append(unit(current.framingStart, current.header, count, buffer))
@@ -125,13 +126,11 @@ enum EmulationPrevention {
 
     /// Whether some `00 00` in `input` is followed by a byte that satisfies `next`.
     private static func firstZeroPair(in input: UnsafeRawBufferPointer, followedBy next: (UInt8) -> Bool) -> Bool {
-        guard let base = input.baseAddress else { return false }
-        let count = input.count
         var position = 0
-        while position < count, let hit = memchr(base + position, 0, count - position) {
-            let zero = base.distance(to: UnsafeRawPointer(hit))
-            if zero + 2 < count && input[zero + 1] == 0 && next(input[zero + 2]) { return true }
-            position = zero + 1
+        // Pairs whose following byte is inside `input`.
+        while let pair = ZeroPairs.first(in: input, from: position, to: input.count - 1) {
+            if next(input[pair + 2]) { return true }
+            position = pair + 1
         }
         return false
     }
@@ -187,5 +186,55 @@ enum EmulationPrevention {
             output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<count]))
         }
         return output
+    }
+}
+
+/// Finds `00 00` byte pairs, the start of every start code, escape and emulated start code.
+///
+/// In compressed or encrypted bytes a zero byte comes about every 256 bytes but a zero pair only
+/// about every 64 kB, so this tests 64 bytes at a time for any zero with SIMD compares and looks for
+/// a pair only in the blocks that have one. That is cheaper than one `memchr` call per `01` or `00`
+/// byte, which cost a fifth of the H264 frame crypto time in profiles.
+enum ZeroPairs {
+    /// The first `index` with `from <= index`, `index + 1 < to` and `bytes[index] == 0 ==
+    /// bytes[index + 1]`; nil if there is none. `to` is clamped to `bytes.count`.
+    static func first(in bytes: UnsafeRawBufferPointer, from: Int, to: Int) -> Int? {
+        let end = min(to, bytes.count)
+        guard let base = bytes.baseAddress, from >= 0 else { return nil }
+        var index = from
+        let zero = SIMD16<UInt8>(repeating: 0)
+        // Each step reads bytes index..<index + 65 (the pair test looks one byte further).
+        while index + 65 <= end {
+            let a = load(base, index)
+            let b = load(base, index + 16)
+            let c = load(base, index + 32)
+            let d = load(base, index + 48)
+            if hasLane((a .== zero) .| (b .== zero) .| (c .== zero) .| (d .== zero)) {
+                // A pair at i means byte i and byte i + 1 are both zero: OR with the next byte's vector.
+                var pairs = (a | load(base, index + 1)) .== zero
+                pairs .|= (b | load(base, index + 17)) .== zero
+                pairs .|= (c | load(base, index + 33)) .== zero
+                pairs .|= (d | load(base, index + 49)) .== zero
+                if hasLane(pairs) { break }
+            }
+            index += 64
+        }
+        while index + 1 < end {
+            if bytes[index] == 0 && bytes[index + 1] == 0 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private static func load(_ base: UnsafeRawPointer, _ offset: Int) -> SIMD16<UInt8> {
+        base.loadUnaligned(fromByteOffset: offset, as: SIMD16<UInt8>.self)
+    }
+
+    /// Whether any lane of `mask` is set. Written out because the generic `any(_:)` does not inline.
+    @inline(__always)
+    private static func hasLane(_ mask: SIMDMask<SIMD16<Int8>>) -> Bool {
+        let lanes = unsafeBitCast(mask, to: SIMD2<UInt64>.self)
+        return lanes[0] | lanes[1] != 0
     }
 }

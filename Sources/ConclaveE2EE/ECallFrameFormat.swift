@@ -108,13 +108,13 @@ public enum ECallFrameFormat {
     static func emulatesStartCode(_ buffer: UnsafeBufferPointer<UInt8>, from: Int, to: Int, followedByUnit: Bool)
         -> Bool
     {
-        guard to > from, to <= buffer.count, let base = buffer.baseAddress else { return false }
+        guard to > from, to <= buffer.count, from >= 0 else { return false }
         if followedByUnit && buffer[to - 1] == 0 { return true }
-        var search = max(from + 2, 0)
-        while search < to, let hit = memchr(base + search, 1, to - search) {
-            let one = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-            if buffer[one - 1] == 0 && buffer[one - 2] == 0 { return true }
-            search = one + 1
+        var search = from
+        // `00 00 01` with the `01` before `to`: pairs at p with p + 2 < to.
+        while let pair = ZeroPairs.first(in: UnsafeRawBufferPointer(buffer), from: search, to: to - 1) {
+            if buffer[pair + 2] == 1 { return true }
+            search = pair + 1
         }
         return false
     }

@@ -80,14 +80,39 @@ struct ECallFormatTests {
     @Test("the Annex-B scanner finds the units ECall's scanner finds")
     func scannerMatchesReference() {
         var rng = SeededGenerator(seed: 4)
-        for _ in 0..<2_000 {
-            // Zero-heavy buffers that start with a start code, so start codes and near misses abound.
+        for iteration in 0..<4_000 {
+            // Zero-heavy buffers that start with a start code, so start codes and near misses abound;
+            // every other one is long and mostly random, so the scanner's 64-byte blocks are covered
+            // with start codes at every offset within and across them.
             var data: [UInt8] = Bool.random(using: &rng) ? [0, 0, 0, 1] : [0, 0, 1]
-            data += (0..<Int.random(in: 0...40, using: &rng)).map { _ in
-                UInt8.random(in: 0...3, using: &rng) == 0
-                    ? UInt8.random(in: 0...255, using: &rng) : UInt8.random(in: 0...1, using: &rng)
+            let long = iteration.isMultiple(of: 2)
+            let randomShare: UInt8 = long ? 30 : 3
+            let length = Int.random(in: long ? 60...400 : 0...40, using: &rng)
+            for _ in 0..<length {
+                let random = UInt8.random(in: 0...randomShare, using: &rng) != 0
+                data.append(random ? UInt8.random(in: 0...255, using: &rng) : UInt8.random(in: 0...1, using: &rng))
             }
             #expect(H264FrameParser.annexBUnits(in: data) == referenceScan(data), "\(data)")
+        }
+    }
+
+    @Test("the zero-pair search finds the first 00 00 pair a byte-by-byte search finds")
+    func zeroPairsMatchReference() {
+        var rng = SeededGenerator(seed: 5)
+        for _ in 0..<3_000 {
+            let count = Int.random(in: 0...300, using: &rng)
+            let zeroOdds = [4, 64, 1_000].randomElement(using: &rng) ?? 64
+            var data: [UInt8] = []
+            for _ in 0..<count {
+                let zero = Int.random(in: 0...zeroOdds, using: &rng) == 0
+                data.append(zero ? 0 : UInt8.random(in: 1...255, using: &rng))
+            }
+            let from = Int.random(in: 0...(count + 1), using: &rng)
+            let to = Int.random(in: 0...(count + 2), using: &rng)
+            let last = max(from, min(to, count) - 1)
+            let expected = (from..<last).first { data[$0] == 0 && data[$0 + 1] == 0 }
+            let found = data.withUnsafeBytes { ZeroPairs.first(in: $0, from: from, to: to) }
+            #expect(found == expected, "\(data) from \(from) to \(to)")
         }
     }
 
