@@ -228,6 +228,7 @@ public enum SFrameFrameFormat {
         key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext
     ) throws(FrameDecryptionError) -> [UInt8] {
         var units: [NALUnitRange] = []
+        var escapes: [Int] = []
         switch codec {
         case .opus:
             guard !frame.isEmpty else { throw FrameDecryptionError(.truncated, codec: codec, at: 0, "empty frame") }
@@ -245,7 +246,12 @@ public enum SFrameFrameFormat {
                 )
             }
         case .h264:
-            units = H264FrameParser.isAnnexB(frame) ? H264FrameParser.annexBUnits(in: frame) : []
+            if H264FrameParser.isAnnexB(frame) {
+                // One pass finds the units and any `00 00 03` escape (rare in ciphertext).
+                units = H264FrameParser.annexBUnits(in: frame) { pair in
+                    if frame[pair + 2] == 3 { escapes.append(pair) }
+                }
+            }
             guard !units.isEmpty else {
                 throw FrameDecryptionError(
                     .malformedHeader,
@@ -287,7 +293,13 @@ public enum SFrameFrameFormat {
                                 to: output + clear
                             ).count)
                     case .h264:
-                        initializedCount = try openH264(units: units, input: input, key: key, to: output)
+                        initializedCount = try openH264(
+                            units: units,
+                            escapes: escapes,
+                            input: input,
+                            key: key,
+                            to: output
+                        )
                     }
                 } catch {
                     failure = error
@@ -298,9 +310,11 @@ public enum SFrameFrameFormat {
         return output
     }
 
-    /// Opens the units of an H264 frame into `output`; returns the bytes written.
+    /// Opens the units of an H264 frame into `output`; returns the bytes written. `escapes` holds
+    /// the offset of every `00 00 03` in the frame outside start codes.
     private static func openH264(
         units: [NALUnitRange],
+        escapes: [Int],
         input: UnsafeRawBufferPointer,
         key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,
         to output: UnsafeMutableRawPointer
@@ -321,7 +335,7 @@ public enum SFrameFrameFormat {
             }
             let metadata = UnsafeRawBufferPointer(rebasing: input[unit.headerIndex...unit.headerIndex])
             // Escapes are rare in ciphertext: open the unit where it lies unless it has one.
-            if EmulationPrevention.containsEscape(payload) {
+            if escapes.contains(where: { $0 > unit.headerIndex && $0 < unit.end }) {
                 let sealed = EmulationPrevention.unescape(payload)
                 let opened = sealed.withUnsafeBytes { sealed in
                     Result { () throws(FrameDecryptionError) -> Int in
