@@ -38,15 +38,14 @@ public enum H264FrameParser {
         isAnnexB(data) ? annexBUnits(in: data) : avccUnits(in: data)
     }
 
-    /// Annex-B units. Finds each start code from its `00 00` pair with `ZeroPairs`, which finds the
-    /// same start codes as a byte-by-byte scan but runs at memory speed on large frames.
+    /// Annex-B units. Finds each start code with `ZeroZeroLow`, which finds the same start codes as a
+    /// byte-by-byte scan but runs at memory speed on large frames.
     public static func annexBUnits(in data: [UInt8]) -> [NALUnitRange] {
         annexBUnits(in: data) { _ in }
     }
 
-    /// `annexBUnits(in:)`, also handing `otherPair` the offset of every `00 00` pair inside a unit
-    /// that does not begin a start code and has a byte after it, so a caller that looks for escapes
-    /// needs no second pass over the frame.
+    /// `annexBUnits(in:)`, also handing `otherPair` the offset of every `00 00 0x` (x <= 3) that does
+    /// not begin a start code, so a caller that looks for escapes needs no second pass over the frame.
     @inline(__always)
     static func annexBUnits(in data: [UInt8], otherPair: (Int) -> Void) -> [NALUnitRange] {
         var units: [NALUnitRange] = []
@@ -56,9 +55,8 @@ public enum H264FrameParser {
             var open: (framingStart: Int, header: Int)?
             var searchFrom = 0
             // A start code is 00 00 01 beginning no earlier than `lowerBound`.
-            while let pair = ZeroPairs.first(in: UnsafeRawBufferPointer(buffer), from: searchFrom, to: count) {
+            while let pair = ZeroZeroLow.first(in: UnsafeRawBufferPointer(buffer), from: searchFrom, to: count) {
                 let one = pair + 2
-                guard one < count else { break }
                 guard buffer[one] == 1 else {
                     otherPair(pair)
                     searchFrom = pair + 1
@@ -125,18 +123,7 @@ enum EmulationPrevention {
 
     /// Whether `escape` would insert anything into `input`: some `00 00` followed by 0–3.
     static func needsEscape(_ input: UnsafeRawBufferPointer) -> Bool {
-        firstZeroPair(in: input) { $0 <= 3 }
-    }
-
-    /// Whether some `00 00` in `input` is followed by a byte that satisfies `next`.
-    private static func firstZeroPair(in input: UnsafeRawBufferPointer, followedBy next: (UInt8) -> Bool) -> Bool {
-        var position = 0
-        // Pairs whose following byte is inside `input`.
-        while let pair = ZeroPairs.first(in: input, from: position, to: input.count - 1) {
-            if next(input[pair + 2]) { return true }
-            position = pair + 1
-        }
-        return false
+        ZeroZeroLow.first(in: input, from: 0, to: input.count) != nil
     }
 
     /// `escape` for part of an array.
@@ -193,49 +180,61 @@ enum EmulationPrevention {
     }
 }
 
-/// Finds `00 00` byte pairs, the start of every start code, escape and emulated start code.
+/// Finds `00 00 0x` with x at most 3: the start of every start code (`00 00 01`) and escape
+/// (`00 00 03`), and every spot H264 emulation prevention would escape.
 ///
-/// In compressed or encrypted bytes a zero byte comes about every 256 bytes but a zero pair only
-/// about every 64 kB, so this tests 64 bytes at a time for a pair with SIMD compares and only looks
-/// byte by byte in the rare block that has one. That is cheaper than one `memchr` call per `01` or
-/// `00` byte, which cost a fifth of the H264 frame crypto time in profiles.
-enum ZeroPairs {
-    /// The first `index` with `from <= index`, `index + 1 < to` and `bytes[index] == 0 ==
-    /// bytes[index + 1]`; nil if there is none. `to` is clamped to `bytes.count`.
+/// Compressed or encrypted bytes hold a zero about every 256 bytes but such a triple only about
+/// every 4 MB, so searching for the triple itself is far cheaper than one `memchr` call per `00` or
+/// `01` byte (a fifth of the H264 frame crypto time in profiles). Every triple at `p` contains an
+/// aligned 16-bit lane (relative to where the search starts) whose low byte is zero and whose high
+/// byte is at most 3: `(00, 00)` at `p` if `p` is even, `(00, x)` at `p + 1` if it is odd. So each
+/// step tests 64 bytes as 32 lanes with one mask and one compare per 16 bytes, and only a block with
+/// such a lane (a triple, or rarely a lone `00 0x`) is looked at byte by byte.
+enum ZeroZeroLow {
+    /// The first `index` with `from <= index`, `index + 2 < to` and `bytes[index...index + 2]` equal
+    /// to `00 00 x` with x <= 3; nil if there is none. `to` is clamped to `bytes.count`.
     static func first(in bytes: UnsafeRawBufferPointer, from: Int, to: Int) -> Int? {
         let end = min(to, bytes.count)
         guard let base = bytes.baseAddress, from >= 0 else { return nil }
         var index = from
-        // Each step reads bytes index..<index + 65 (the pair test looks one byte further).
-        while index &+ 65 <= end {
-            // A pair at i means bytes i and i + 1 are both zero: OR each vector with the one a byte
-            // later. No test for a lone zero first: a block has one about every fourth time, a
-            // branch the processor cannot predict.
-            var pairs = pairMask(base + index)
-            pairs .|= pairMask(base + (index &+ 16))
-            pairs .|= pairMask(base + (index &+ 32))
-            pairs .|= pairMask(base + (index &+ 48))
-            if hasLane(pairs) { break }
+        while index &+ 64 <= end {
+            var lanes = candidateLanes(base + index)
+            lanes .|= candidateLanes(base + (index &+ 16))
+            lanes .|= candidateLanes(base + (index &+ 32))
+            lanes .|= candidateLanes(base + (index &+ 48))
+            if hasLane(lanes) {
+                // A triple starting on the byte before the block shows in its first lane.
+                if let found = firstByteByByte(bytes, from: max(from, index - 1), to: min(index + 64, end - 2)) {
+                    return found
+                }
+            }
             index &+= 64
         }
-        while index + 1 < end {
-            if bytes[index] == 0 && bytes[index + 1] == 0 { return index }
+        return firstByteByByte(bytes, from: max(from, index - 1), to: end - 2)
+    }
+
+    /// The first triple starting in `from..<to`; the caller keeps `to + 2` within `bytes`.
+    @inline(__always)
+    private static func firstByteByByte(_ bytes: UnsafeRawBufferPointer, from: Int, to: Int) -> Int? {
+        var index = from
+        while index < to {
+            if bytes[index] == 0 && bytes[index + 1] == 0 && bytes[index + 2] <= 3 { return index }
             index += 1
         }
         return nil
     }
 
-    /// Lane i is set when bytes i and i + 1 after `pointer` are both zero (reads 17 bytes).
+    /// Lanes of the 16 bytes at `pointer` (as eight 16-bit lanes, little-endian) whose first byte is
+    /// zero and second byte at most 3.
     @inline(__always)
-    private static func pairMask(_ pointer: UnsafeRawPointer) -> SIMDMask<SIMD16<Int8>> {
-        let here = pointer.loadUnaligned(as: SIMD16<UInt8>.self)
-        let next = pointer.loadUnaligned(fromByteOffset: 1, as: SIMD16<UInt8>.self)
-        return (here | next) .== SIMD16<UInt8>(repeating: 0)
+    private static func candidateLanes(_ pointer: UnsafeRawPointer) -> SIMDMask<SIMD8<Int16>> {
+        let lanes = pointer.loadUnaligned(as: SIMD8<UInt16>.self)
+        return lanes & SIMD8(repeating: 0xFCFF) .== SIMD8(repeating: 0)
     }
 
     /// Whether any lane of `mask` is set. Written out because the generic `any(_:)` does not inline.
     @inline(__always)
-    private static func hasLane(_ mask: SIMDMask<SIMD16<Int8>>) -> Bool {
+    private static func hasLane(_ mask: SIMDMask<SIMD8<Int16>>) -> Bool {
         let lanes = unsafeBitCast(mask, to: SIMD2<UInt64>.self)
         return lanes[0] | lanes[1] != 0
     }

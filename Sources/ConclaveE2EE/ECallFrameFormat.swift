@@ -111,8 +111,8 @@ public enum ECallFrameFormat {
         guard to > from, to <= buffer.count, from >= 0 else { return false }
         if followedByUnit && buffer[to - 1] == 0 { return true }
         var search = from
-        // `00 00 01` with the `01` before `to`: pairs at p with p + 2 < to.
-        while let pair = ZeroPairs.first(in: UnsafeRawBufferPointer(buffer), from: search, to: to - 1) {
+        // `00 00 01` with the `01` before `to`.
+        while let pair = ZeroZeroLow.first(in: UnsafeRawBufferPointer(buffer), from: search, to: to) {
             if buffer[pair + 2] == 1 { return true }
             search = pair + 1
         }
