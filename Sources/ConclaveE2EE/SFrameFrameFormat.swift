@@ -42,7 +42,7 @@ public struct SFrameKeyID: Sendable, Hashable, CustomStringConvertible {
 public enum SFrameFrameFormat {
     /// NAL types sent in clear: parameter sets and delimiters carry no picture content and an SFU or
     /// recorder may need them.
-    static let clearNALTypes: Set<UInt8> = [7, 8, 9]
+    static func isClearNALType(_ type: UInt8) -> Bool { type == 7 || type == 8 || type == 9 }
     /// Appended to each sealed H264 unit before escaping, removed after unescaping.
     static let h264StopByte: UInt8 = 0x80
 
@@ -122,7 +122,7 @@ public enum SFrameFrameFormat {
         for unit in units {
             count += unit.headerIndex + 1 - unit.framingStart
             let payloadCount = unit.end - unit.headerIndex - 1
-            if clearNALTypes.contains(unit.type) {
+            if isClearNALType(unit.type) {
                 count += payloadCount
                 continue
             }
@@ -130,8 +130,6 @@ public enum SFrameFrameFormat {
             headers.append(header)
             count += SFrameCipher.sealedLength(header: header, plaintextCount: payloadCount) + 1
         }
-        var sealedRegions: [Range<Int>] = []
-        sealedRegions.reserveCapacity(headers.count)
         var needsEscape = false
         let unescaped = try build(count: count, from: frame, codec: .h264) { input, output in
             guard let inputBase = input.baseAddress else { return false }
@@ -142,7 +140,7 @@ public enum SFrameFrameFormat {
                 (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
                 written += clearCount
                 let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
-                if clearNALTypes.contains(unit.type) {
+                if isClearNALType(unit.type) {
                     if let payloadBase = payload.baseAddress {
                         (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
                     }
@@ -162,11 +160,9 @@ public enum SFrameFrameFormat {
                 else { return false }
                 let regionEnd = written + SFrameCipher.sealedLength(header: header, plaintextCount: payload.count) + 1
                 output.storeBytes(of: h264StopByte, toByteOffset: regionEnd - 1, as: UInt8.self)
-                let region = written..<regionEnd
-                sealedRegions.append(region)
                 if !needsEscape {
                     needsEscape = EmulationPrevention.needsEscape(
-                        UnsafeRawBufferPointer(start: output + region.lowerBound, count: region.count)
+                        UnsafeRawBufferPointer(start: output + written, count: regionEnd - written)
                     )
                 }
                 written = regionEnd
@@ -174,15 +170,27 @@ public enum SFrameFrameFormat {
             return true
         }
         guard needsEscape else { return unescaped }
+        // The rare second pass: walk the same layout again, escaping each sealed region.
         var output = [UInt8]()
-        output.reserveCapacity(unescaped.count + unescaped.count / 64 + 4 * sealedRegions.count)
-        var copied = 0
-        for region in sealedRegions {
-            output.append(contentsOf: unescaped[copied..<region.lowerBound])
-            EmulationPrevention.escape(unescaped[region], into: &output)
-            copied = region.upperBound
+        output.reserveCapacity(unescaped.count + unescaped.count / 64 + 4 * headers.count)
+        var position = 0
+        var sealedIndex = 0
+        for unit in units {
+            var unitEnd = position + unit.end - unit.framingStart
+            let regionStart = position + unit.headerIndex + 1 - unit.framingStart
+            output.append(contentsOf: unescaped[position..<regionStart])
+            if isClearNALType(unit.type) {
+                output.append(contentsOf: unescaped[regionStart..<unitEnd])
+            } else {
+                let payloadCount = unit.end - unit.headerIndex - 1
+                unitEnd =
+                    regionStart + SFrameCipher.sealedLength(header: headers[sealedIndex], plaintextCount: payloadCount)
+                    + 1
+                sealedIndex += 1
+                EmulationPrevention.escape(unescaped[regionStart..<unitEnd], into: &output)
+            }
+            position = unitEnd
         }
-        output.append(contentsOf: unescaped[copied...])
         return output
     }
 
@@ -326,7 +334,7 @@ public enum SFrameFrameFormat {
             (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
             written += clearCount
             let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
-            if clearNALTypes.contains(unit.type) {
+            if isClearNALType(unit.type) {
                 if let payloadBase = payload.baseAddress {
                     (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
                 }
