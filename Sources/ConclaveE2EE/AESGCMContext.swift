@@ -11,17 +11,18 @@ import Foundation
 /// `malloc`s the ciphertext and the tag, and then `SealedBox(nonce:ciphertext:tag:)` appends nonce,
 /// ciphertext and tag into yet another `Data` (21.7% of all samples against 13.2% for AES-GCM
 /// itself), which the caller must copy once more into the outgoing frame. Its public API offers no
-/// way to reuse a key or to write into a given buffer, so sealing stayed at 27–41% of OpenSSL's
-/// figure at 16 kB. One `EVP_CIPHER_CTX` per key, re-armed with only a new nonce per frame, writes
-/// the ciphertext directly into the outgoing frame and reaches 77–94%.
+/// way to reuse a key or to write into a given buffer, so sealing stayed at 30–42% of OpenSSL's
+/// figure at 16 kB (`bench/e2ee/run`, both sides per CPU second). One `EVP_CIPHER_CTX` per key,
+/// re-armed with only a new nonce per frame, writes the ciphertext directly into the outgoing frame
+/// and reaches 76–99%.
 ///
 /// Opening was less affected: `AES.GCM.open` also copies the whole input into a `SealedBox` and
 /// returns a fresh `Data`, but BoringSSL's VAES kernel is faster than OpenSSL 3.0's on CPUs that
-/// have VAES, so the whole-packet audio path opened at about OpenSSL's speed even so (the H264
-/// paths, with per-slice boxes and up to three keys tried per frame, did not: 51–73%). Opening
-/// uses this context too, so both directions share one implementation and one key setup per key.
-/// OpenSSL 3 is already linked for DTLS; swift-crypto stays for key wrapping, HKDF and the nonce
-/// generator.
+/// have VAES, so the `ecall` paths opened at 87–104% of OpenSSL even so, the `sframe` paths (a
+/// combined box built per unit) at 58–73%. Opening uses this context too (83–100%), so both
+/// directions share one implementation and one key setup per key, including the up to three keys
+/// an `ecall` frame may be tried with. OpenSSL 3 is already linked for DTLS; swift-crypto stays for
+/// key wrapping, HKDF and the nonce generator.
 ///
 /// Not thread-safe: each instance belongs to one stage and is used under that stage's lock.
 final class AESGCMContext {
