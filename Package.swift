@@ -51,7 +51,8 @@ let package = Package(
         .target(
             name: "ConclaveE2EE",
             dependencies: [
-                "ConclaveCore",
+                // OpenSSL 3 for bulk frame AES-256-GCM with a kept context (see AESGCMContext.swift).
+                "ConclaveCore", "COpenSSL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
