@@ -3,8 +3,10 @@
 
   aiortc_record.py --janus ws://H:P --room R --feeds 1,2,3 --address A --out DIR --duration S
 
-One subscriber PeerConnection and one MediaRecorder (WebM) per feed, as aiortc's examples do.
-Prints {"files": [...]} when done.
+One subscriber PeerConnection and one MediaRecorder (WebM: VP8 + Opus, so it decodes and
+re-encodes both) per feed, as aiortc's examples do; each recorder starts once its feed's first
+video frame is decoded (see record_feed). Prints {"files": [...]} when done, and to standard
+error any track whose recording failed.
 
 Network safety: ICE gathers only on --address (the test bed's address) and no STUN or TURN
 server is configured (aiortc would otherwise fall back to a public STUN server).
@@ -38,9 +40,11 @@ async def record_feed(socket, session, room, feed, path):
     offer = reply["jsep"]
     pc = peer_connection()
     recorder = MediaRecorder(path)
+    tracks = []
 
     @pc.on("track")
     def on_track(track):
+        tracks.append(track)
         recorder.addTrack(track)
 
     await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type=offer["type"]))
@@ -54,6 +58,18 @@ async def record_feed(socket, session, room, feed, path):
             "jsep": {"type": "answer", "sdp": pc.localDescription.sdp},
         }
     )
+    # MediaRecorder writes the file header (which opens every encoder) on the first packet of any
+    # track, and sets the video size from the first video frame it sees. Audio comes first, so
+    # started as is, it fails the video track ("Cannot change width after codec is open") and the
+    # file holds audio only. So wait for the first decoded video frame, give its size to the video
+    # stream and mark that track as started (so the recorder does not set the size again) before
+    # starting. That one frame is not recorded.
+    for track in tracks:
+        if track.kind == "video":
+            first = await asyncio.wait_for(track.recv(), 15)
+            context = recorder._MediaRecorder__tracks[track]
+            context.stream.width, context.stream.height = first.width, first.height
+            context.started = True
     await recorder.start()
     return pc, recorder
 
@@ -74,15 +90,18 @@ async def main():
     asyncio.ensure_future(keepalive(socket, session))
     started = asyncio.get_event_loop().time()
     feeds = [int(feed) for feed in args.feeds.split(",") if feed]
-    sessions = []
-    files = []
-    for feed in feeds:
-        path = os.path.join(args.out, f"feed-{feed}.webm")
-        sessions.append(await record_feed(socket, session, args.room, feed, path))
-        files.append(path)
+    files = [os.path.join(args.out, f"feed-{feed}.webm") for feed in feeds]
+    # Concurrently: each waits for its feed's first video frame (a keyframe every 2 s).
+    sessions = await asyncio.gather(
+        *(record_feed(socket, session, args.room, feed, path) for feed, path in zip(feeds, files))
+    )
     remaining = args.duration - (asyncio.get_event_loop().time() - started)
     await asyncio.sleep(max(0, remaining))
     for pc, recorder in sessions:
+        # A recording task that died (a decode or encode error) would otherwise vanish silently.
+        for track, context in recorder._MediaRecorder__tracks.items():
+            if context.task is not None and context.task.done() and context.task.exception() is not None:
+                print(f"{track.kind} recording failed: {context.task.exception()!r}", file=sys.stderr, flush=True)
         await recorder.stop()
         await pc.close()
     print(json.dumps({"files": files}), flush=True)
