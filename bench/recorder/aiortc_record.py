@@ -25,6 +25,10 @@ from aiortc.contrib.media import MediaRecorder  # noqa: E402
 from aiortc_janus import JanusSocket, keepalive, peer_connection, restrict_ice  # noqa: E402
 
 
+STARTED = 0.0
+STOPPING = False
+
+
 async def record_feed(socket, session, room, feed, path):
     handle = (await socket.request({"janus": "attach", "session_id": session, "plugin": "janus.plugin.videoroom"}))[
         "data"
@@ -41,6 +45,14 @@ async def record_feed(socket, session, room, feed, path):
     pc = peer_connection()
     recorder = MediaRecorder(path)
     tracks = []
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        # A connection that fails or closes mid-recording ends that feed's recording: say so.
+        if pc.connectionState in ("failed", "closed") and not STOPPING:
+            elapsed = asyncio.get_event_loop().time() - STARTED
+            message = f"feed {feed}: connection {pc.connectionState} {elapsed:.1f} s after the start"
+            print(message, file=sys.stderr, flush=True)
 
     @pc.on("track")
     def on_track(track):
@@ -74,6 +86,16 @@ async def record_feed(socket, session, room, feed, path):
     return pc, recorder
 
 
+async def report_janus_events(socket):
+    """Prints Janus's hangups and media-loss events: why a feed's recording ended early."""
+    while True:
+        event = await socket.events.get()
+        if event.get("janus") in ("hangup", "detached", "slowlink", "media") and not STOPPING:
+            elapsed = asyncio.get_event_loop().time() - STARTED
+            details = {key: event[key] for key in ("reason", "type", "receiving", "uplink", "lost") if key in event}
+            print(f"Janus {event['janus']} {details} {elapsed:.1f} s after the start", file=sys.stderr, flush=True)
+
+
 async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--janus", required=True)
@@ -88,7 +110,9 @@ async def main():
     socket = await JanusSocket.connect(args.janus)
     session = (await socket.request({"janus": "create"}))["data"]["id"]
     asyncio.ensure_future(keepalive(socket, session))
-    started = asyncio.get_event_loop().time()
+    asyncio.ensure_future(report_janus_events(socket))
+    global STARTED, STOPPING
+    started = STARTED = asyncio.get_event_loop().time()
     feeds = [int(feed) for feed in args.feeds.split(",") if feed]
     files = [os.path.join(args.out, f"feed-{feed}.webm") for feed in feeds]
     # Concurrently: each waits for its feed's first video frame (a keyframe every 2 s).
@@ -97,6 +121,7 @@ async def main():
     )
     remaining = args.duration - (asyncio.get_event_loop().time() - started)
     await asyncio.sleep(max(0, remaining))
+    STOPPING = True
     for pc, recorder in sessions:
         # A recording task that died (a decode or encode error) would otherwise vanish silently.
         for track, context in recorder._MediaRecorder__tracks.items():

@@ -318,12 +318,24 @@ func recordWithConclave(
         log: directory.appendingPathComponent(name + ".log").path,
         steady: steadyWindow
     )
-    return report(
+    let figures = report(
         crypto.contains("none") ? "conclave" : "conclave ecall",
         feeds: feeds,
         usage: usage,
         outcome: analyze(files: conclaveFiles(in: out))
     )
+    // Where missing frames went, as the recorder saw them: gaps in the RTP timestamps of what
+    // reached it (lost before the recorder), and frames it could not decrypt.
+    if let manifest = try? RecordingManifest.read(from: out) {
+        let tracks = manifest.participants.flatMap(\.segments).flatMap(\.tracks)
+        let lost = tracks.reduce(0) { $0 + $1.framesLost }
+        let gaps = tracks.reduce(0) { $0 + $1.gaps }
+        let undecryptable = manifest.participants.reduce(0) { $0 + $1.framesUndecryptable }
+        if lost + gaps + undecryptable > 0 {
+            say("    manifest: \(lost) frames lost in \(gaps) gaps before the recorder, \(undecryptable) undecryptable")
+        }
+    }
+    return figures
 }
 
 var logger = Logger(label: "bench")
@@ -342,7 +354,7 @@ defer { if environment["BENCH_KEEP"] == nil { try? FileManager.default.removeIte
 let media = directory.appendingPathComponent("feed.webm").path
 // Long enough that no publisher loops it during a recording: a looped file's audio has a
 // one-frame gap at the seam, which would show here as a frame missing.
-try RemoteFeeds.makeMedia(at: media, seconds: recordSeconds + 20)
+try RemoteFeeds.makeMedia(at: media, seconds: recordSeconds + 40)
 let callID: UInt64 = 1
 let key = CallKey.random()
 let keyFile = directory.appendingPathComponent("call.key").path
@@ -398,6 +410,9 @@ for feeds in feedCounts {
             aiortcCPU.perFrame / max(conclaveCPU.perFrame, 1e-9)
         )
     )
+    if aiortcUsage.steadySeconds > 0, aiortcUsage.steadyCPUSeconds == 0 {
+        say("  aiortc used no CPU in the steady window: its recording stalled (see frames written)")
+    }
     let aiortcErrors = ((try? String(contentsOfFile: aiortcLog, encoding: .utf8)) ?? "").split(separator: "\n")
         .filter { !$0.hasPrefix("{") }
     if aiortcUsage.status != 0 || !aiortcErrors.isEmpty {
