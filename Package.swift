@@ -106,7 +106,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "JanusTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "JanusTestBed",
+            dependencies: ["JanusClient", "JanusProtocol", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "conclave",
             dependencies: [
@@ -150,7 +153,8 @@ let package = Package(
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed",
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
+                "JanusTestBed",
             ],
             path: "bench/recorder/Sources"
         ),
