@@ -161,7 +161,7 @@ let package = Package(
 
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
-        .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore"]),
+        .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP", "ConclaveCore", "ConclaveTestSupport"]),

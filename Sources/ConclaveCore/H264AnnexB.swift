@@ -26,32 +26,88 @@ public enum H264AnnexB {
         public var type: UInt8 { payload.first.map { $0 & 0x1F } ?? 0 }
     }
 
-    /// Splits an Annex-B buffer at its `00 00 01` / `00 00 00 01` start codes.
-    public static func nalUnits(in bytes: [UInt8]) -> [NALUnit] {
-        var starts: [(offset: Int, length: Int)] = []
-        var index = 0
-        while index + 2 < bytes.count {
-            if bytes[index] == 0, bytes[index + 1] == 0, bytes[index + 2] == 1 {
-                if index > 0, bytes[index - 1] == 0 {
-                    starts.append((index - 1, 4))
+    /// The 4-byte start code Conclave writes before every NAL unit it assembles.
+    public static let startCode: [UInt8] = [0, 0, 0, 1]
+
+    /// Where a start code stands in a buffer: its offset and its length (3 or 4).
+    public struct StartCode: Sendable, Hashable {
+        public var offset: Int
+        public var length: Int
+
+        public init(offset: Int, length: Int) {
+            self.offset = offset
+            self.length = length
+        }
+    }
+
+    /// Every `00 00 01` / `00 00 00 01` start code in `data`, in order.
+    ///
+    /// This is the one start-code scan of the RTP packetizer, the muxer and the encoder. (The
+    /// `ecall` frame format keeps a scan of its own, because it must cut frames exactly as ECall
+    /// iOS does, and the H264 bitstream is handed over as is.) When the third byte of a window is
+    /// above 1, no start code can begin at any of the window's three positions, so the scan
+    /// advances by three: on slice data, which is mostly non-zero, it reads about a third of the
+    /// bytes.
+    public static func startCodes<C: RandomAccessCollection<UInt8>>(in data: C) -> [StartCode]
+    where C.Index == Int {
+        var codes: [StartCode] = []
+        let start = data.startIndex
+        let end = data.endIndex
+        var index = start
+        while index + 2 < end {
+            if data[index + 2] > 1 {
+                index += 3
+            } else if data[index] == 0, data[index + 1] == 0, data[index + 2] == 1 {
+                if index > start, data[index - 1] == 0 {
+                    codes.append(StartCode(offset: index - 1, length: 4))
                 } else {
-                    starts.append((index, 3))
+                    codes.append(StartCode(offset: index, length: 3))
                 }
                 index += 3
             } else {
                 index += 1
             }
         }
+        return codes
+    }
+
+    /// Splits an Annex-B buffer at its `00 00 01` / `00 00 00 01` start codes. Bytes before the
+    /// first start code and empty units are left out; a buffer without a start code has no units.
+    public static func nalUnits(in bytes: [UInt8]) -> [NALUnit] {
+        let codes = startCodes(in: bytes)
         var units: [NALUnit] = []
-        for (position, start) in starts.enumerated() {
-            let begin = start.offset + start.length
-            let end = position + 1 < starts.count ? starts[position + 1].offset : bytes.count
+        units.reserveCapacity(codes.count)
+        for (position, code) in codes.enumerated() {
+            let begin = code.offset + code.length
+            let end = position + 1 < codes.count ? codes[position + 1].offset : bytes.count
             guard begin < end else { continue }
             units.append(
-                NALUnit(startCodeOffset: start.offset, startCodeLength: start.length, payload: bytes[begin..<end])
+                NALUnit(startCodeOffset: code.offset, startCodeLength: code.length, payload: bytes[begin..<end])
             )
         }
         return units
+    }
+
+    /// The ranges of the NAL units in `data`, without their start codes. Bytes before the first
+    /// start code are ignored; a buffer without any start code is taken as one bare NAL unit (as
+    /// an RTP single-NAL payload is).
+    public static func nalUnitRanges<C: RandomAccessCollection<UInt8>>(_ data: C) -> [Range<Int>]
+    where C.Index == Int {
+        let codes = startCodes(in: data)
+        guard !codes.isEmpty else { return data.isEmpty ? [] : [data.startIndex..<data.endIndex] }
+        var ranges: [Range<Int>] = []
+        ranges.reserveCapacity(codes.count)
+        for (position, code) in codes.enumerated() {
+            let begin = code.offset + code.length
+            let end = position + 1 < codes.count ? codes[position + 1].offset : data.endIndex
+            if begin < end { ranges.append(begin..<end) }
+        }
+        return ranges
+    }
+
+    /// Whether an Annex-B access unit contains an IDR slice.
+    public static func containsIDR<C: RandomAccessCollection<UInt8>>(_ data: C) -> Bool where C.Index == Int {
+        nalUnitRanges(data).contains { data[$0.lowerBound] & 0x1F == NALType.idrSlice.rawValue }
     }
 
     /// Rewrites the buffer so every NAL unit is preceded by a 4-byte start code.
@@ -61,7 +117,7 @@ public enum H264AnnexB {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count + units.count)
         for unit in units {
-            output += [0, 0, 0, 1]
+            output += startCode
             output += unit.payload
         }
         return output
@@ -74,7 +130,7 @@ public enum H264AnnexB {
         guard let sps = units.first(where: { $0.type == NALType.sps.rawValue }),
             let pps = units.first(where: { $0.type == NALType.pps.rawValue })
         else { return nil }
-        return [0, 0, 0, 1] + Array(sps.payload) + [0, 0, 0, 1] + Array(pps.payload)
+        return startCode + Array(sps.payload) + startCode + Array(pps.payload)
     }
 
     /// The first fields of a slice header (ITU-T H.264 7.3.3), read from a slice NAL unit.

@@ -28,49 +28,6 @@ public enum H264NALType {
     public static let fuB: UInt8 = 29
 }
 
-/// Annex-B byte stream helpers.
-public enum H264AnnexB {
-    /// The 4-byte start code the depacketizer writes before every NAL unit.
-    public static let startCode: [UInt8] = [0, 0, 0, 1]
-
-    /// The ranges of the NAL units in an Annex-B buffer (3- or 4-byte start codes). Bytes before the
-    /// first start code are ignored; a buffer without any start code is taken as one bare NAL unit.
-    public static func nalUnitRanges<C: RandomAccessCollection<UInt8>>(_ data: C) -> [Range<Int>]
-    where C.Index == Int {
-        var ranges: [Range<Int>] = []
-        let start = data.startIndex
-        let end = data.endIndex
-        var i = start
-        var nalStart: Int? = nil
-        while i + 2 < end {
-            if data[i + 2] > 1 {
-                i += 3
-                continue
-            }
-            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
-                var codeStart = i
-                if codeStart > start, data[codeStart - 1] == 0 { codeStart -= 1 }
-                if let s = nalStart, codeStart > s { ranges.append(s..<codeStart) }
-                nalStart = i + 3
-                i += 3
-            } else {
-                i += 1
-            }
-        }
-        if let s = nalStart {
-            if s < end { ranges.append(s..<end) }
-        } else if !data.isEmpty {
-            ranges.append(start..<end)
-        }
-        return ranges
-    }
-
-    /// Whether an Annex-B access unit contains an IDR slice.
-    public static func containsIDR<C: RandomAccessCollection<UInt8>>(_ data: C) -> Bool where C.Index == Int {
-        nalUnitRanges(data).contains { !$0.isEmpty && data[$0.lowerBound] & 0x1F == H264NALType.idr }
-    }
-}
-
 /// Splits Annex-B access units into RTP payloads (RFC 6184 packetization-mode 1).
 ///
 /// NAL units that fit are sent alone or, when several small ones are adjacent (SPS, PPS, SEI),
