@@ -182,13 +182,24 @@ public final class MediaTransport: Sendable {
         ice.configuration.stunServer == nil && ice.configuration.turnServers.isEmpty
     }
 
+    /// The first DTLS retransmission timeout (RFC 6347 suggests 1 s, doubling). Our first flight
+    /// often leaves as soon as our side of ICE works, before Janus's side has selected the pair and
+    /// accepts DTLS, so it is dropped; with 1 s the retransmission added a second to about half of
+    /// all joins. Browsers start at a few tens of milliseconds; 100 ms, doubling, costs a handful of
+    /// extra datagrams at most.
+    static let dtlsInitialRetransmissionTimeout = Duration.milliseconds(100)
+
     /// Applies the peer's ICE parameters and prepares DTLS in `role` against its fingerprint.
     public func start(remote: RemoteTransportParameters, role: DTLSRole) async throws {
         try await updateRemote(remote)
         let fingerprint = DTLSFingerprint(algorithm: .sha256, digest: remote.fingerprint.digest)
         let dtls = try DTLSTransport(
             certificate: certificate,
-            configuration: DTLSTransport.Configuration(role: role, remoteFingerprint: fingerprint),
+            configuration: DTLSTransport.Configuration(
+                role: role,
+                remoteFingerprint: fingerprint,
+                initialRetransmissionTimeout: Self.dtlsInitialRetransmissionTimeout
+            ),
             logger: logger,
             send: { [ice] datagram in _ = ice.send(datagram) }
         )
