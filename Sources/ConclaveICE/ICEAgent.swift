@@ -37,6 +37,8 @@ public actor ICEAgent {
         public var portRange: ClosedRange<UInt16>?
         /// Regular nomination (what browsers and Janus use) rather than aggressive.
         public var regularNomination: Bool
+        /// `.relay` uses relayed candidates only (libnice's "force-relay"); needs a TURN server.
+        public var transportPolicy: ICETransportPolicy
 
         public init(
             role: Role,
@@ -45,7 +47,8 @@ public actor ICEAgent {
             turnServers: [TURNServer] = [],
             iceTCP: Bool = false,
             portRange: ClosedRange<UInt16>? = nil,
-            regularNomination: Bool = true
+            regularNomination: Bool = true,
+            transportPolicy: ICETransportPolicy = .all
         ) {
             self.role = role
             self.localAddresses = localAddresses
@@ -54,6 +57,7 @@ public actor ICEAgent {
             self.iceTCP = iceTCP
             self.portRange = portRange
             self.regularNomination = regularNomination
+            self.transportPolicy = transportPolicy
         }
     }
 
@@ -91,6 +95,9 @@ public actor ICEAgent {
         }
         if let stun = configuration.stunServer { _ = try Self.niceAddress(stun.address, field: "STUN server") }
         for turn in configuration.turnServers { _ = try Self.niceAddress(turn.address, field: "TURN server") }
+        if configuration.transportPolicy == .relay, configuration.turnServers.isEmpty {
+            throw .invalidConfiguration(field: "transport policy", reason: "relay only, but no TURN server is given")
+        }
 
         let (candidates, candidatesContinuation) = AsyncStream.makeStream(of: ICECandidateEvent.self)
         let (states, statesContinuation) = AsyncStream.makeStream(of: ICEConnectionState.self)
@@ -126,6 +133,8 @@ public actor ICEAgent {
         cshim_g_object_set_boolean(object, "ice-udp", 1)
         // Keepalives as binding requests (not indications), which consent freshness relies on.
         cshim_g_object_set_boolean(object, "keepalive-conncheck", 1)
+        // Relay only: host and server-reflexive candidates are neither signalled nor paired.
+        cshim_g_object_set_boolean(object, "force-relay", configuration.transportPolicy == .relay ? 1 : 0)
         if let stun = configuration.stunServer {
             cshim_g_object_set_string(object, "stun-server", stun.address)
             cshim_g_object_set_uint(object, "stun-server-port", guint(stun.port))
@@ -308,6 +317,9 @@ public actor ICEAgent {
 
     /// The current state of the component.
     public nonisolated var state: ICEConnectionState { handle.callbacks.state.withLock { $0 } }
+
+    /// The candidate pair media uses, nil until ICE selects one.
+    public nonisolated var selectedPair: ICESelectedPair? { handle.callbacks.selectedPair.withLock { $0 } }
 
     // MARK: Data
 

@@ -249,7 +249,8 @@ struct CallOptions: ParsableArguments {
         var configuration = MediaTransport.Configuration(
             localAddresses: addresses,
             stunServer: settings.stunServer,
-            turnServers: settings.turnServers
+            turnServers: settings.turnServers,
+            iceTransportPolicy: settings.iceTransportPolicy ?? .all
         )
         do {
             if let stun { configuration.stunServer = try ICEServerText.stun(stun) }
