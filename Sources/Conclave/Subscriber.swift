@@ -78,6 +78,8 @@ public final class Subscriber: Sendable {
         var sessionVersion: UInt64 = 1
         var layout: [VideoRoom.SubscribedStream] = []
         var unknownPackets = 0
+        /// 20 ms ticks so far; every 50th sends receiver reports.
+        var ticks = 0
     }
 
     /// Subscribes to `feeds` in `room`; returns once media can flow.
@@ -293,7 +295,9 @@ public final class Subscriber: Sendable {
             }
             // Mutate the stream in place: copying it out would copy its jitter buffer's storage.
             if state.streams[mid]?.ssrc != packet.ssrc { state.streams[mid]?.ssrc = packet.ssrc }
-            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), let stream = state.streams[mid]
+            // Most packets complete nothing and ask for nothing: then the stream is not copied out.
+            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), !output.isEmpty,
+                let stream = state.streams[mid]
             else { return ([], []) }
             return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
         }
@@ -338,30 +342,34 @@ public final class Subscriber: Sendable {
         return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
     }
 
-    /// Timeouts and NACK retries every 20 ms; receiver reports every second.
+    /// Timeouts and NACK retries every 20 ms; receiver reports every second. The timer runs on the
+    /// ICE loop thread, beside the receive path: a Swift task sleeping in a loop cost a timer
+    /// wakeup and two thread hops 50 times a second per subscription, which was most of the cost
+    /// of receiving one feed.
     private func startTicking() {
-        track { [weak self] in
-            var ticks = 0
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(20))
-                guard let self else { return }
-                self.tick(report: ticks % 50 == 0)
-                ticks += 1
-            }
+        transport.ice.repeatOnLoop(every: .milliseconds(20)) { [weak self] in
+            guard let self else { return false }
+            self.tick()
+            return true
         }
     }
 
-    private func tick(report: Bool) {
+    private func tick() {
         let now = MediaClock.now()
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            let report = state.ticks % 50 == 0
+            state.ticks += 1
             var frames: [SubscribedFrame] = []
             var feedback: [[UInt8]] = []
             var blocks: [RTCPReportBlock] = []
-            for mid in state.streams.keys {
+            // Over a copy of the keys: iterating the dictionary's own key view keeps a second
+            // reference to its storage, so the first mutation below copied the whole dictionary
+            // (and then each jitter buffer's packet ring) on every tick.
+            for mid in Array(state.streams.keys) {
                 // In place, as in receiveRTP: no copy of the jitter buffer.
                 guard let output = state.streams[mid]?.buffer.tick(now: now) else { continue }
                 if report, let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
-                guard let stream = state.streams[mid] else { continue }
+                guard !output.isEmpty, let stream = state.streams[mid] else { continue }
                 let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
                 frames += f
                 feedback += b

@@ -318,6 +318,15 @@ public actor ICEAgent {
     /// The current state of the component.
     public nonisolated var state: ICEConnectionState { handle.callbacks.state.withLock { $0 } }
 
+    /// Calls `body` on the agent's loop thread (where datagrams are handled) every `interval`,
+    /// until it returns false or the agent closes. For per-stream timers such as NACK retries:
+    /// they then share the thread that is awake for packets anyway.
+    public nonisolated func repeatOnLoop(every interval: Duration, _ body: @escaping @Sendable () -> Bool) {
+        let parts = interval.components
+        let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        loop.repeatEvery(milliseconds: UInt32(clamping: max(milliseconds, 1)), body)
+    }
+
     /// The candidate pair media uses, nil until ICE selects one.
     public nonisolated var selectedPair: ICESelectedPair? { handle.callbacks.selectedPair.withLock { $0 } }
 
