@@ -47,7 +47,7 @@ public final class Subscriber: Sendable {
     public let handle: VideoRoomHandle
     /// The secure transport.
     public let transport: MediaTransport
-    /// Complete frames from every subscribed stream.
+    /// Complete frames from every subscribed stream (unless a frame handler takes them).
     public let frames: AsyncStream<SubscribedFrame>
     /// Sender reports of the subscribed streams.
     public let senderReports: AsyncStream<SubscribedSenderReport>
@@ -80,20 +80,27 @@ public final class Subscriber: Sendable {
         var unknownPackets = 0
         /// 20 ms ticks so far; every 50th sends receiver reports.
         var ticks = 0
+        /// Where complete frames go instead of `frames`, if set (see `subscribe`).
+        var frameHandler: (@Sendable (SubscribedFrame) -> Void)?
     }
 
     /// Subscribes to `feeds` in `room`; returns once media can flow.
+    ///
+    /// With `frameHandler`, complete frames are passed to it synchronously on the receive thread
+    /// (where packets are handled; it must not block) and ``frames`` stays empty. That saves a
+    /// thread hop per frame for consumers that only hand frames on, such as ``MediaReceiver``.
     public static func subscribe(
         on session: JanusSession,
         room: UInt64,
         feeds: [UInt64],
         privateID: UInt64? = nil,
         transport configuration: MediaTransport.Configuration = .init(),
+        frameHandler: (@Sendable (SubscribedFrame) -> Void)? = nil,
         logger: Logger = Logger(label: "conclave.subscriber")
     ) async throws -> Subscriber {
         let handle = try await VideoRoomHandle.attach(to: session)
         let transport = try MediaTransport(configuration: configuration, controlling: false, logger: logger)
-        let subscriber = Subscriber(handle: handle, transport: transport, logger: logger)
+        let subscriber = Subscriber(handle: handle, transport: transport, frameHandler: frameHandler, logger: logger)
         do {
             let (streams, offer) = try await handle.joinAsSubscriber(
                 room: room,
@@ -109,10 +116,16 @@ public final class Subscriber: Sendable {
         }
     }
 
-    private init(handle: VideoRoomHandle, transport: MediaTransport, logger: Logger) {
+    private init(
+        handle: VideoRoomHandle,
+        transport: MediaTransport,
+        frameHandler: (@Sendable (SubscribedFrame) -> Void)?,
+        logger: Logger
+    ) {
         self.handle = handle
         self.transport = transport
         self.logger = logger
+        state.withLock { $0.frameHandler = frameHandler }
         (frames, frameContinuation) = AsyncStream.makeStream(of: SubscribedFrame.self, bufferingPolicy: .unbounded)
         (senderReports, reportContinuation) = AsyncStream.makeStream(
             of: SubscribedSenderReport.self,
@@ -280,7 +293,9 @@ public final class Subscriber: Sendable {
     private func receiveRTP(_ bytes: [UInt8]) {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MediaClock.now()
+        var handler: (@Sendable (SubscribedFrame) -> Void)?
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            handler = state.frameHandler
             var mid = state.midBySSRC[packet.ssrc]
             if mid == nil, let id = state.midExtensionID, let value = packet.extensionValue(id: id) {
                 let candidate = String(decoding: value, as: UTF8.self)
@@ -301,8 +316,18 @@ public final class Subscriber: Sendable {
             else { return ([], []) }
             return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
         }
-        for frame in frames { frameContinuation.yield(frame) }
+        hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
+    }
+
+    /// Passes frames to the synchronous handler, or else to `frames`.
+    private func hand(_ frames: [SubscribedFrame], to handler: (@Sendable (SubscribedFrame) -> Void)?) {
+        guard !frames.isEmpty else { return }
+        if let handler {
+            for frame in frames { handler(frame) }
+        } else {
+            for frame in frames { frameContinuation.yield(frame) }
+        }
     }
 
     private func receiveRTCP(_ bytes: [UInt8]) {
@@ -356,7 +381,9 @@ public final class Subscriber: Sendable {
 
     private func tick() {
         let now = MediaClock.now()
+        var handler: (@Sendable (SubscribedFrame) -> Void)?
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            handler = state.frameHandler
             let report = state.ticks % 50 == 0
             state.ticks += 1
             var frames: [SubscribedFrame] = []
@@ -382,7 +409,7 @@ public final class Subscriber: Sendable {
             }
             return (frames, feedback)
         }
-        for frame in frames { frameContinuation.yield(frame) }
+        hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
     }
 
