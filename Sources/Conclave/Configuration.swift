@@ -201,9 +201,16 @@ public enum ConfigurationFile {
                         let username = string(turn["username"], at: "\(at).username") ?? ""
                         let password = string(turn["password"], at: "\(at).password") ?? ""
                         do {
-                            configuration.turnServers.append(
-                                try ICEServerText.turn(url, username: username, password: password)
-                            )
+                            let server = try ICEServerText.turn(url, username: username, password: password)
+                            if server.transport == .tls {
+                                issue(
+                                    "\(at).url",
+                                    "TURN over TLS (turns:) is not supported: libnice would connect without TLS; "
+                                        + "use turn:...?transport=tcp or udp"
+                                )
+                            } else {
+                                configuration.turnServers.append(server)
+                            }
                         } catch {
                             issue("\(at).url", error.description)
                         }

@@ -95,6 +95,16 @@ public actor ICEAgent {
         }
         if let stun = configuration.stunServer { _ = try Self.niceAddress(stun.address, field: "STUN server") }
         for turn in configuration.turnServers { _ = try Self.niceAddress(turn.address, field: "TURN server") }
+        if let tls = configuration.turnServers.first(where: { $0.transport == .tls }) {
+            // libnice opens NICE_RELAY_TYPE_TURN_TLS as a plain TCP connection in RFC 5245 mode
+            // (TLS framing exists only for Google and Microsoft compatibility), so accepting it
+            // would send what the user asked to be encrypted in the clear.
+            throw .invalidConfiguration(
+                field: "TURN server \(tls.address):\(tls.port)",
+                reason: "TURN over TLS (turns:) is not supported: libnice would connect without TLS; "
+                    + "use turn:...?transport=tcp or udp"
+            )
+        }
         if configuration.transportPolicy == .relay, configuration.turnServers.isEmpty {
             throw .invalidConfiguration(field: "transport policy", reason: "relay only, but no TURN server is given")
         }

@@ -52,6 +52,10 @@ import Testing
         #expect(configuration.iceTransportPolicy == .relay)
         let noServer = #"{"ice": {"transportPolicy": "relay"}}"#
         #expect(ConfigurationFile.parse(Data(noServer.utf8)).1.map(\.keyPath) == ["ice.transportPolicy"])
+        let tls = #"{"ice": {"turn": [{"url": "turns:198.18.0.1:5349"}]}}"#
+        let (tlsConfiguration, tlsIssues) = ConfigurationFile.parse(Data(tls.utf8))
+        #expect(tlsIssues.map(\.keyPath) == ["ice.turn[0].url"], "TURN over TLS is refused, not sent as plain TCP")
+        #expect(tlsConfiguration.turnServers.isEmpty)
         let unknown = #"{"ice": {"transportPolicy": "direct"}}"#
         let unknownIssues = ConfigurationFile.parse(Data(unknown.utf8)).1
         #expect(unknownIssues.map(\.keyPath) == ["ice.transportPolicy"])
