@@ -51,7 +51,8 @@ let package = Package(
         .target(
             name: "ConclaveE2EE",
             dependencies: [
-                "ConclaveCore",
+                // OpenSSL 3 for bulk frame AES-256-GCM with a kept context (see AESGCMContext.swift).
+                "ConclaveCore", "COpenSSL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -105,7 +106,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "JanusTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "JanusTestBed",
+            dependencies: ["JanusClient", "JanusProtocol", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "conclave",
             dependencies: [
@@ -149,7 +153,8 @@ let package = Package(
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveRecorder", "JanusClient", "JanusTestBed",
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
+                "JanusTestBed",
             ],
             path: "bench/recorder/Sources"
         ),

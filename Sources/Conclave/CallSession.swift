@@ -232,7 +232,7 @@ public actor CallSession {
 
     /// Drops the Janus WebSocket as a network failure would (fault drills and tests): the
     /// connection reconnects and claims the session.
-    public func dropJanusConnectionForTesting() async {
+    package func dropJanusConnectionForTesting() async {
         await connection?.dropConnectionForTesting()
     }
 

@@ -8,6 +8,11 @@ import Synchronization
 /// Feeds a ``CallRecorder`` from a call: the call's observer callbacks are queued and a task of
 /// the session's own writes them, so the call's receive loop never waits for the disk.
 ///
+/// The queue is drained in batches, every ``batchInterval``, not frame by frame: waking a task
+/// for each of the 80 frames a second of every participant costs more than writing them, and a
+/// batch lets each journal take its frames with one `write`. A recorder killed mid-batch loses
+/// that batch's frames only; the journals are synced every second regardless.
+///
 /// Arrival times on the media clock are turned into wall-clock times once, at creation, so the
 /// journals and the manifest carry times a person (and `repair`) can use.
 public final class RecordingSession: CallMediaObserver {
@@ -17,18 +22,35 @@ public final class RecordingSession: CallMediaObserver {
         case frame(UInt64, MediaKind, EncodedFrame, Int64)
         case undecryptable(UInt64, MediaKind, String, Int64)
         case senderReport(UInt64, MediaKind, UInt64, UInt32, Int64)
-        case tick(Int64)
     }
 
-    private struct Routing {
-        var kindByStream: [String: MediaKind] = [:]
-        var heldReports: [String: SubscribedSenderReport] = [:]
+    /// One subscribed stream: a feed's m-line.
+    private struct StreamKey: Hashable {
+        var feedID: UInt64
+        var mid: String
     }
 
-    private let continuation: AsyncStream<Event>.Continuation
+    /// What the callbacks share with the worker, under one lock.
+    private struct Inbox {
+        var events: [Event] = []
+        var kindByStream: [StreamKey: MediaKind] = [:]
+        var heldReports: [StreamKey: SubscribedSenderReport] = [:]
+        var finished = false
+    }
+
+    /// How often the queued events are written.
+    static let batchInterval = Duration.milliseconds(50)
+    /// How often the recorder's timer work runs (file opening, container flushes, journal syncs).
+    static let tickInterval: Int64 = 500_000
+
     private let worker: Task<RecordingManifest, Never>
-    private let ticker: Task<Void, Never>
-    private let routing = Mutex(Routing())
+    private let inbox = InboxBox()
+
+    /// The inbox, shared by reference with the worker task.
+    private final class InboxBox: Sendable {
+        let state = Mutex(Inbox())
+        func withLock<R>(_ body: (inout Inbox) -> R) -> R { state.withLock { body(&$0) } }
+    }
     private let wallAtOrigin: Int64
     private let mediaAtOrigin: MonotonicTime
 
@@ -51,34 +73,41 @@ public final class RecordingSession: CallMediaObserver {
             logger: logger,
             requestKeyframe: requestKeyframe
         )
-        let (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
-        self.continuation = continuation
-        worker = Task { [recorder] in
+        worker = Task { [inbox] in
             var last: Int64 = wall
-            for await event in events {
-                switch event {
-                case .joined(let feed, let display, let time):
-                    recorder.participantJoined(feedID: feed, display: display, at: time)
-                case .left(let feed, let time):
-                    recorder.participantLeft(feedID: feed, at: time)
-                case .frame(let feed, let kind, let frame, let time):
-                    recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time)
-                    last = max(last, time)
-                case .undecryptable(let feed, let kind, let reason, let time):
-                    recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
-                case .senderReport(let feed, let kind, let ntp, let rtp, let time):
-                    recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
-                case .tick(let time):
-                    recorder.tick(now: time)
-                    last = max(last, time)
+            var lastTick: Int64 = wall
+            var batch: [Event] = []
+            while true {
+                let finished = inbox.withLock { inbox in
+                    swap(&batch, &inbox.events)
+                    return inbox.finished
                 }
-            }
-            return recorder.finish(at: max(last, Int64(Date().timeIntervalSince1970 * 1_000_000)))
-        }
-        ticker = Task { [continuation] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                continuation.yield(.tick(Int64(Date().timeIntervalSince1970 * 1_000_000)))
+                for event in batch {
+                    switch event {
+                    case .joined(let feed, let display, let time):
+                        recorder.participantJoined(feedID: feed, display: display, at: time)
+                    case .left(let feed, let time):
+                        recorder.participantLeft(feedID: feed, at: time)
+                    case .frame(let feed, let kind, let frame, let time):
+                        recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time)
+                        last = max(last, time)
+                    case .undecryptable(let feed, let kind, let reason, let time):
+                        recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
+                    case .senderReport(let feed, let kind, let ntp, let rtp, let time):
+                        recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
+                    }
+                }
+                batch.removeAll(keepingCapacity: true)
+                recorder.commit()
+                let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+                if finished { return recorder.finish(at: max(last, now)) }
+                if now - lastTick >= Self.tickInterval {
+                    recorder.tick(now: now)
+                    lastTick = now
+                    last = max(last, now)
+                }
+                // Cancelled by finish(): the loop goes round once more to take the last events.
+                try? await Task.sleep(for: Self.batchInterval)
             }
         }
     }
@@ -90,58 +119,65 @@ public final class RecordingSession: CallMediaObserver {
 
     private var now: Int64 { wallClock(MediaClock.now()) }
 
+    private func enqueue(_ event: Event) {
+        inbox.withLock { inbox in
+            if !inbox.finished { inbox.events.append(event) }
+        }
+    }
+
     public func participantJoined(feedID: UInt64, display: String?) {
-        continuation.yield(.joined(feedID, display, now))
+        enqueue(.joined(feedID, display, now))
     }
 
     public func participantLeft(feedID: UInt64) {
-        continuation.yield(.left(feedID, now))
+        enqueue(.left(feedID, now))
     }
 
     public func received(_ media: ReceivedMedia) {
         switch media {
         case .frame(let received):
             let kind = received.frame.codec.kind
-            let held = routing.withLock { routing -> SubscribedSenderReport? in
-                let key = "\(received.feedID)/\(received.mid)"
-                guard routing.kindByStream[key] == nil else { return nil }
-                routing.kindByStream[key] = kind
-                return routing.heldReports.removeValue(forKey: key)
+            let arrival = wallClock(received.arrival)
+            inbox.withLock { inbox in
+                guard !inbox.finished else { return }
+                let key = StreamKey(feedID: received.feedID, mid: received.mid)
+                if inbox.kindByStream[key] == nil {
+                    // The first frame tells the stream's kind: a sender report held until now
+                    // goes first, as it arrived first.
+                    inbox.kindByStream[key] = kind
+                    if let held = inbox.heldReports.removeValue(forKey: key) {
+                        inbox.events.append(Self.event(held, kind: kind, arrival: wallClock(held.arrival)))
+                    }
+                }
+                inbox.events.append(.frame(received.feedID, kind, received.frame, arrival))
             }
-            if let held { forward(held, kind: kind) }
-            continuation.yield(.frame(received.feedID, kind, received.frame, wallClock(received.arrival)))
         case .undecryptable(let feedID, _, let codec, let reason):
-            continuation.yield(.undecryptable(feedID, codec.kind, "\(reason)", now))
+            enqueue(.undecryptable(feedID, codec.kind, "\(reason)", now))
         }
     }
 
     public func senderReport(_ report: SubscribedSenderReport) {
-        let kind = routing.withLock { routing -> MediaKind? in
-            let key = "\(report.feedID)/\(report.mid)"
-            if let kind = routing.kindByStream[key] { return kind }
-            routing.heldReports[key] = report
-            return nil
+        let arrival = wallClock(report.arrival)
+        inbox.withLock { inbox in
+            guard !inbox.finished else { return }
+            let key = StreamKey(feedID: report.feedID, mid: report.mid)
+            if let kind = inbox.kindByStream[key] {
+                inbox.events.append(Self.event(report, kind: kind, arrival: arrival))
+            } else {
+                inbox.heldReports[key] = report
+            }
         }
-        if let kind { forward(report, kind: kind) }
     }
 
-    private func forward(_ report: SubscribedSenderReport, kind: MediaKind) {
-        continuation.yield(
-            .senderReport(
-                report.feedID,
-                kind,
-                report.report.ntpTimestamp.rawValue,
-                report.report.rtpTimestamp,
-                wallClock(report.arrival)
-            )
-        )
+    private static func event(_ report: SubscribedSenderReport, kind: MediaKind, arrival: Int64) -> Event {
+        .senderReport(report.feedID, kind, report.report.ntpTimestamp.rawValue, report.report.rtpTimestamp, arrival)
     }
 
     /// Ends the recording: closes every file, verifies it, removes verified journals and writes
     /// the final manifest, which it returns.
     public func finish() async -> RecordingManifest {
-        ticker.cancel()
-        continuation.finish()
+        inbox.withLock { $0.finished = true }
+        worker.cancel()
         return await worker.value
     }
 }

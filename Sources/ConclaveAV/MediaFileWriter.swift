@@ -127,15 +127,26 @@ public final class MediaFileWriter {
     private var tracks: [TrackState] = []
     private var state = State.waitingForParameterSets
     private var held: [(EncodedFrame, Int)] = []
+    private let muxerOptions: [String: String]
     /// How many frames may wait for the header before the writer gives up.
     static let holdLimit = 2_000
 
     /// Creates the file and checks the tracks against the container.
     ///
-    /// - Parameter container: the format; nil picks it from the path's extension.
-    public init(path: String, container: Container? = nil, tracks: [Track]) throws(MediaFileError) {
+    /// - Parameters:
+    ///   - container: the format; nil picks it from the path's extension.
+    ///   - muxerOptions: libavformat muxer options (for example Matroska's `cluster_time_limit`,
+    ///     in milliseconds), applied when the header is written; an option the muxer does not
+    ///     know is an error.
+    public init(
+        path: String,
+        container: Container? = nil,
+        tracks: [Track],
+        muxerOptions: [String: String] = [:]
+    ) throws(MediaFileError) {
         FFmpegLogging.silenced
         self.path = path
+        self.muxerOptions = muxerOptions
         let fileExtension = path.split(separator: ".").last.map(String.init) ?? ""
         guard let container = container ?? Container(pathExtension: fileExtension) else {
             throw MediaFileError(
@@ -264,12 +275,24 @@ public final class MediaFileWriter {
             }
             try Self.setExtradata(sets, on: parameters, path: path)
         }
-        let rc = avformat_write_header(context, nil)
+        var options: OpaquePointer?
+        for (key, value) in muxerOptions { av_dict_set(&options, key, value, 0) }
+        let rc = avformat_write_header(context, &options)
+        let unknown = av_dict_count(options)
+        av_dict_free(&options)
         guard rc >= 0 else {
             state = .closed
             throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot write the header: \(averrorText(rc))")
         }
         state = .writing
+        guard unknown == 0 else {
+            try? close()
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason: "the \(container.rawValue) muxer does not take the options \(muxerOptions.keys.sorted())"
+            )
+        }
     }
 
     /// Writes one frame to track `track` (an index into the `tracks` given to `init`).

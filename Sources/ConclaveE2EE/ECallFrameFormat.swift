@@ -1,5 +1,4 @@
 import ConclaveCore
-import Crypto
 import Foundation
 
 /// ECall iOS's media frame encryption, byte for byte (interop spec §1.2 and §1.4).
@@ -28,32 +27,70 @@ public enum ECallFrameFormat {
     ///
     /// Throws `multipleSlices` for a frame with two or more slice units, because ECall iOS would fail
     /// to decrypt every slice after the first. A frame without slices is returned unchanged.
-    public static func sealH264(_ frame: [UInt8], key: SymmetricKey) throws(FrameEncryptionError) -> [UInt8] {
+    public static func sealH264(_ frame: [UInt8], key: CallKey) throws(FrameEncryptionError) -> [UInt8] {
+        guard let context = AESGCMContext.make(key: key) else { throw .cipherFailed(codec: .h264) }
+        return try sealH264(frame, context: context)
+    }
+
+    /// `sealH264(_:key:)` with a context kept for the key.
+    static func sealH264(_ frame: [UInt8], context: AESGCMContext) throws(FrameEncryptionError) -> [UInt8] {
         guard H264FrameParser.isAnnexB(frame) else {
             throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
         }
-        let units = H264FrameParser.annexBUnits(in: frame)
-        let slices = units.filter(\.isECallSlice)
-        guard slices.count <= 1 else { throw .multipleSlices(count: slices.count) }
-        guard let slice = slices.first else { return frame }
+        var slice: NALUnitRange?
+        var sliceCount = 0
+        for unit in H264FrameParser.annexBUnits(in: frame) where unit.isECallSlice {
+            sliceCount += 1
+            if slice == nil { slice = unit }
+        }
+        guard sliceCount <= 1 else { throw .multipleSlices(count: sliceCount) }
+        guard let slice else { return frame }
         let regionStart = slice.headerIndex + clearSliceBytes
         guard regionStart < slice.end else { return frame }
-        var output = [UInt8]()
-        output.reserveCapacity(frame.count + sealOverhead)
-        // ECall adds no emulation prevention, so sealed bytes that contain `00 00 01` (or end in a zero
-        // a following start code would absorb) get cut apart on the way. The nonce is free, so draw a
-        // new one until the sealed region is safe: about one frame in 2^24 / length needs a second try.
-        for _ in 0..<maxNonceDraws {
-            output.removeAll(keepingCapacity: true)
-            output.append(contentsOf: frame[..<regionStart])
-            appendSealed(frame[regionStart..<slice.end], key: key, to: &output)
-            let sealedEnd = output.count
-            output.append(contentsOf: frame[slice.end...])
-            let followed = sealedEnd < output.count
-            if !emulatesStartCode(output, from: slice.headerIndex + 1, to: sealedEnd, followedByUnit: followed) {
-                break
+        let outputCount = frame.count + sealOverhead
+        let sealedEnd = slice.end + sealOverhead
+        let followed = slice.end < frame.count
+        var sealed = true
+        // One allocation: the clear head and tail are copied once, the cipher writes the middle.
+        let output = frame.withUnsafeBytes { input in
+            [UInt8](unsafeUninitializedCapacity: outputCount) { buffer, initializedCount in
+                guard let inputBase = input.baseAddress, let outputBase = UnsafeMutableRawPointer(buffer.baseAddress)
+                else {
+                    sealed = false
+                    return
+                }
+                outputBase.copyMemory(from: inputBase, byteCount: regionStart)
+                (outputBase + sealedEnd).copyMemory(from: inputBase + slice.end, byteCount: frame.count - slice.end)
+                let nonce = outputBase + regionStart
+                let plaintext = UnsafeRawBufferPointer(rebasing: input[regionStart..<slice.end])
+                // ECall adds no emulation prevention, so sealed bytes that contain `00 00 01` (or end in
+                // a zero a following start code would absorb) get cut apart on the way. The nonce is
+                // free, so draw a new one until the sealed region is safe: about one frame in
+                // 2^24 / length needs a second try.
+                for _ in 0..<maxNonceDraws {
+                    NoncePool.shared.fill(nonce)
+                    guard
+                        context.seal(
+                            nonce: nonce,
+                            aad: UnsafeRawBufferPointer(start: nil, count: 0),
+                            plaintext: plaintext,
+                            ciphertext: nonce + AESGCMContext.nonceLength,
+                            tag: outputBase + sealedEnd - AESGCMContext.tagLength
+                        )
+                    else {
+                        sealed = false
+                        return
+                    }
+                    let written = UnsafeBufferPointer(start: buffer.baseAddress, count: outputCount)
+                    if !emulatesStartCode(written, from: slice.headerIndex + 1, to: sealedEnd, followedByUnit: followed)
+                    {
+                        break
+                    }
+                }
+                initializedCount = outputCount
             }
         }
+        guard sealed else { throw .cipherFailed(codec: .h264) }
         return output
     }
 
@@ -64,25 +101,34 @@ public enum ECallFrameFormat {
     /// Whether `bytes[from..<to]` contains `00 00 01`, or ends in `00` while another unit follows
     /// (the scanner would take that zero as the first byte of the next 4-byte start code).
     static func emulatesStartCode(_ bytes: [UInt8], from: Int, to: Int, followedByUnit: Bool) -> Bool {
-        guard to > from else { return false }
-        if followedByUnit && bytes[to - 1] == 0 { return true }
-        return bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return false }
-            var search = from + 2
-            while search < to, let hit = memchr(base + search, 1, to - search) {
-                let one = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-                if buffer[one - 1] == 0 && buffer[one - 2] == 0 { return true }
-                search = one + 1
-            }
-            return false
+        bytes.withUnsafeBufferPointer { emulatesStartCode($0, from: from, to: to, followedByUnit: followedByUnit) }
+    }
+
+    /// `emulatesStartCode` on a buffer; `from` and `to` must lie within it.
+    static func emulatesStartCode(_ buffer: UnsafeBufferPointer<UInt8>, from: Int, to: Int, followedByUnit: Bool)
+        -> Bool
+    {
+        guard to > from, to <= buffer.count, from >= 0 else { return false }
+        if followedByUnit && buffer[to - 1] == 0 { return true }
+        var search = from
+        // `00 00 01` with the `01` before `to`.
+        while let pair = ZeroZeroLow.first(in: UnsafeRawBufferPointer(buffer), from: search, to: to) {
+            if buffer[pair + 2] == 1 { return true }
+            search = pair + 1
         }
+        return false
     }
 
     /// Opens every slice of an `ecall` H264 frame, trying `keys` in order.
     ///
     /// Unlike ECall iOS, which hands undecryptable frames to its decoder, this throws so the caller
     /// drops the frame. Slices are opened at their true offsets, so multi-slice frames also work.
-    public static func openH264(_ frame: [UInt8], keys: [SymmetricKey]) throws(FrameDecryptionError) -> [UInt8] {
+    public static func openH264(_ frame: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
+        try openH264(frame, contexts: contexts(for: keys, codec: .h264))
+    }
+
+    /// `openH264(_:keys:)` with contexts kept for the keys, in the order to try them.
+    static func openH264(_ frame: [UInt8], contexts: [AESGCMContext]) throws(FrameDecryptionError) -> [UInt8] {
         // Depacketized frames are always Annex-B (ECall's AVCC branch only matters inside iOS).
         let units = H264FrameParser.isAnnexB(frame) ? H264FrameParser.annexBUnits(in: frame) : []
         guard !units.isEmpty else {
@@ -93,8 +139,7 @@ public enum ECallFrameFormat {
                 "no Annex-B NAL units in \(frame.count) bytes"
             )
         }
-        let slices = units.filter(\.isECallSlice)
-        if slices.isEmpty {
+        guard units.contains(where: \.isECallSlice) else {
             // Parameter sets, SEI and delimiters travel in clear in ECall; anything else is not H264.
             if let odd = units.first(where: { !clearNALTypes.contains($0.type) }) {
                 throw FrameDecryptionError(
@@ -106,35 +151,65 @@ public enum ECallFrameFormat {
             }
             return frame
         }
-        guard !keys.isEmpty else {
+        guard !contexts.isEmpty else {
             throw FrameDecryptionError(.noKey, codec: .h264, "no call key installed")
         }
-        var output = [UInt8]()
-        output.reserveCapacity(frame.count)
-        var copied = 0
-        for slice in slices {
-            let regionStart = slice.headerIndex + clearSliceBytes
-            guard regionStart < slice.end else { continue }
-            guard slice.end - regionStart >= sealOverhead else {
-                throw FrameDecryptionError(
-                    .truncated,
-                    codec: .h264,
-                    at: regionStart,
-                    "slice region of \(slice.end - regionStart) bytes is shorter than nonce and tag (28)"
-                )
+        var failure: FrameDecryptionError?
+        // Every sealed slice shrinks by nonce and tag, so the frame's length bounds the output.
+        let output = frame.withUnsafeBytes { input in
+            [UInt8](unsafeUninitializedCapacity: frame.count) { buffer, initializedCount in
+                guard let inputBase = input.baseAddress, let outputBase = UnsafeMutableRawPointer(buffer.baseAddress)
+                else {
+                    failure = FrameDecryptionError(.malformedHeader, codec: .h264, at: 0, "empty frame")
+                    return
+                }
+                var copied = 0
+                var written = 0
+                for slice in units where slice.isECallSlice {
+                    let regionStart = slice.headerIndex + clearSliceBytes
+                    guard regionStart < slice.end else { continue }
+                    guard slice.end - regionStart >= sealOverhead else {
+                        failure = FrameDecryptionError(
+                            .truncated,
+                            codec: .h264,
+                            at: regionStart,
+                            "slice region of \(slice.end - regionStart) bytes is shorter than nonce and tag (28)"
+                        )
+                        return
+                    }
+                    (outputBase + written).copyMemory(from: inputBase + copied, byteCount: regionStart - copied)
+                    written += regionStart - copied
+                    let ciphertext = UnsafeRawBufferPointer(
+                        rebasing: input[
+                            (regionStart + AESGCMContext.nonceLength)..<(slice.end - AESGCMContext.tagLength)
+                        ]
+                    )
+                    let opened = contexts.contains { context in
+                        context.open(
+                            nonce: inputBase + regionStart,
+                            aad: UnsafeRawBufferPointer(start: nil, count: 0),
+                            ciphertext: ciphertext,
+                            tag: inputBase + slice.end - AESGCMContext.tagLength,
+                            plaintext: outputBase + written
+                        )
+                    }
+                    guard opened else {
+                        failure = FrameDecryptionError(
+                            .authenticationFailed,
+                            codec: .h264,
+                            at: regionStart,
+                            "GCM tag of NAL type \(slice.type) did not verify with \(contexts.count) key(s)"
+                        )
+                        return
+                    }
+                    written += ciphertext.count
+                    copied = slice.end
+                }
+                (outputBase + written).copyMemory(from: inputBase + copied, byteCount: frame.count - copied)
+                initializedCount = written + frame.count - copied
             }
-            output.append(contentsOf: frame[copied..<regionStart])
-            guard openSealed(frame[regionStart..<slice.end], keys: keys, appendingTo: &output) else {
-                throw FrameDecryptionError(
-                    .authenticationFailed,
-                    codec: .h264,
-                    at: regionStart,
-                    "GCM tag of NAL type \(slice.type) did not verify with \(keys.count) key(s)"
-                )
-            }
-            copied = slice.end
         }
-        output.append(contentsOf: frame[copied...])
+        if let failure { throw failure }
         return output
     }
 
@@ -145,16 +220,45 @@ public enum ECallFrameFormat {
     // MARK: Audio
 
     /// Seals a whole audio packet: `0xFF ‖ nonce ‖ ciphertext ‖ tag`.
-    public static func sealAudio(_ packet: [UInt8], key: SymmetricKey) -> [UInt8] {
-        var output = [UInt8]()
-        output.reserveCapacity(packet.count + sealOverhead + 1)
-        output.append(audioMarker)
-        appendSealed(packet[...], key: key, to: &output)
+    public static func sealAudio(_ packet: [UInt8], key: CallKey) throws(FrameEncryptionError) -> [UInt8] {
+        guard let context = AESGCMContext.make(key: key) else { throw .cipherFailed(codec: .opus) }
+        return try sealAudio(packet, context: context)
+    }
+
+    /// `sealAudio(_:key:)` with a context kept for the key.
+    static func sealAudio(_ packet: [UInt8], context: AESGCMContext) throws(FrameEncryptionError) -> [UInt8] {
+        let outputCount = packet.count + sealOverhead + 1
+        var sealed = true
+        let output = packet.withUnsafeBytes { input in
+            [UInt8](unsafeUninitializedCapacity: outputCount) { buffer, initializedCount in
+                guard let outputBase = UnsafeMutableRawPointer(buffer.baseAddress) else {
+                    sealed = false
+                    return
+                }
+                outputBase.storeBytes(of: audioMarker, as: UInt8.self)
+                let nonce = outputBase + 1
+                NoncePool.shared.fill(nonce)
+                sealed = context.seal(
+                    nonce: nonce,
+                    aad: UnsafeRawBufferPointer(start: nil, count: 0),
+                    plaintext: input,
+                    ciphertext: nonce + AESGCMContext.nonceLength,
+                    tag: outputBase + outputCount - AESGCMContext.tagLength
+                )
+                if sealed { initializedCount = outputCount }
+            }
+        }
+        guard sealed else { throw .cipherFailed(codec: .opus) }
         return output
     }
 
     /// Opens an `ecall` audio packet, trying `keys` in order.
-    public static func openAudio(_ packet: [UInt8], keys: [SymmetricKey]) throws(FrameDecryptionError) -> [UInt8] {
+    public static func openAudio(_ packet: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
+        try openAudio(packet, contexts: contexts(for: keys, codec: .opus))
+    }
+
+    /// `openAudio(_:keys:)` with contexts kept for the keys, in the order to try them.
+    static func openAudio(_ packet: [UInt8], contexts: [AESGCMContext]) throws(FrameDecryptionError) -> [UInt8] {
         guard let first = packet.first else {
             throw FrameDecryptionError(.truncated, codec: .opus, at: 0, "empty audio frame")
         }
@@ -174,54 +278,53 @@ public enum ECallFrameFormat {
                 "audio frame of \(packet.count) bytes is shorter than marker, nonce and tag (29)"
             )
         }
-        guard !keys.isEmpty else {
+        guard !contexts.isEmpty else {
             throw FrameDecryptionError(.noKey, codec: .opus, "no call key installed")
         }
-        var output = [UInt8]()
-        output.reserveCapacity(packet.count - sealOverhead - 1)
-        guard openSealed(packet[1...], keys: keys, appendingTo: &output) else {
+        let outputCount = packet.count - sealOverhead - 1
+        var opened = false
+        let output = packet.withUnsafeBytes { input in
+            // At least one byte, so an empty plaintext still has a buffer to point at.
+            [UInt8](unsafeUninitializedCapacity: max(outputCount, 1)) { buffer, initializedCount in
+                guard let inputBase = input.baseAddress, let plaintext = UnsafeMutableRawPointer(buffer.baseAddress)
+                else { return }
+                let ciphertext = UnsafeRawBufferPointer(
+                    rebasing: input[(1 + AESGCMContext.nonceLength)..<(packet.count - AESGCMContext.tagLength)]
+                )
+                opened = contexts.contains { context in
+                    context.open(
+                        nonce: inputBase + 1,
+                        aad: UnsafeRawBufferPointer(start: nil, count: 0),
+                        ciphertext: ciphertext,
+                        tag: inputBase + packet.count - AESGCMContext.tagLength,
+                        plaintext: plaintext
+                    )
+                }
+                if opened { initializedCount = outputCount }
+            }
+        }
+        guard opened else {
             throw FrameDecryptionError(
                 .authenticationFailed,
                 codec: .opus,
                 at: 1,
-                "GCM tag did not verify with \(keys.count) key(s)"
+                "GCM tag did not verify with \(contexts.count) key(s)"
             )
         }
         return output
     }
 
-    // MARK: GCM boxes
-
-    /// Appends `nonce ‖ ciphertext ‖ tag` of `plaintext` under a fresh random nonce.
-    static func appendSealed(_ plaintext: ArraySlice<UInt8>, key: SymmetricKey, to output: inout [UInt8]) {
-        let nonce = NoncePool.shared.next()
-        // Sealing with a 32-byte key and a 12-byte nonce cannot fail.
-        guard let box = try? AES.GCM.seal(plaintext, using: key, nonce: nonce) else {
-            preconditionFailure("AES-GCM seal failed with a valid key and nonce")
-        }
-        // Append nonce, ciphertext and tag directly: `box.combined` would first build another copy.
-        nonce.withUnsafeBytes { output.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
-        appendBytes(of: box.ciphertext, to: &output)
-        appendBytes(of: box.tag, to: &output)
-    }
-
-    /// Appends the bytes of `data` with a single memory copy.
-    @inline(__always)
-    static func appendBytes(of data: Data, to output: inout [UInt8]) {
-        data.withUnsafeBytes { output.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
-    }
-
-    /// Opens a combined box with the first key that authenticates it; false when none does.
-    static func openSealed(_ combined: ArraySlice<UInt8>, keys: [SymmetricKey], appendingTo output: inout [UInt8])
-        -> Bool
+    /// One context per key, for the public entry points that take keys.
+    private static func contexts(for keys: [CallKey], codec: MediaCodec) throws(FrameDecryptionError)
+        -> [AESGCMContext]
     {
-        guard let box = try? AES.GCM.SealedBox(combined: combined) else { return false }
+        var contexts: [AESGCMContext] = []
         for key in keys {
-            if let plaintext = try? AES.GCM.open(box, using: key) {
-                appendBytes(of: plaintext, to: &output)
-                return true
+            guard let context = AESGCMContext.make(key: key) else {
+                throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
             }
+            contexts.append(context)
         }
-        return false
+        return contexts
     }
 }

@@ -56,6 +56,9 @@ public enum FrameEncryptionError: Error, Hashable, CustomStringConvertible {
     case malformedFrame(codec: MediaCodec, detail: String)
     /// The per-sender SFrame counter is exhausted; the key must be rotated first.
     case counterExhausted
+    /// The AES-256-GCM implementation reported an error (it cannot fail on valid input short of
+    /// running out of memory).
+    case cipherFailed(codec: MediaCodec)
 
     public var description: String {
         switch self {
@@ -67,6 +70,8 @@ public enum FrameEncryptionError: Error, Hashable, CustomStringConvertible {
             "\(codec) frame not encryptable: \(detail)"
         case .counterExhausted:
             "SFrame counter exhausted for this key; rotate the call key"
+        case .cipherFailed(let codec):
+            "\(codec) frame not sent: AES-256-GCM encryption failed"
         }
     }
 }

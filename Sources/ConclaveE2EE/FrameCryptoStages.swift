@@ -101,8 +101,16 @@ public final class FrameEncryptor: Sendable {
     public let codec: MediaCodec
     public let senderID: UInt64
     private let call: CallFrameCrypto
-    /// The derived SFrame material for the current key, reused until the key changes.
-    private let sframeCache = Mutex<(entry: KeyRingEntry, material: SFrameKeyMaterial)?>(nil)
+    /// The cipher context for the current key (and for `sframe` its derived material), reused until
+    /// the key changes. Also serializes the stage: a context is not thread-safe.
+    private let keys = Mutex<EncryptionKeys?>(nil)
+
+    /// What `keys` holds: the entry it was made for and one context for the call's format.
+    private struct EncryptionKeys {
+        var entry: KeyRingEntry
+        var ecall: AESGCMContext?
+        var sframe: SFrameKeyContext?
+    }
 
     init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
         self.call = call
@@ -120,29 +128,49 @@ public final class FrameEncryptor: Sendable {
             return frame
         }
         guard let entry = call.keyRing.current() else { throw .noKey(codec: frame.codec) }
-        var output = frame
-        switch call.format {
-        case .ecall:
-            let key = entry.key.symmetricKey
-            output.data =
-                frame.codec == .h264
-                ? try ECallFrameFormat.sealH264(frame.data, key: key)
-                : ECallFrameFormat.sealAudio(frame.data, key: key)
-        case .sframe:
-            let material = sframeMaterial(for: entry)
-            output.data = try SFrameFrameFormat.seal(frame.data, codec: frame.codec, material: material) {
-                () throws(FrameEncryptionError) -> UInt64 in try call.nextSFrameCounter()
+        let format = call.format
+        let senderID = senderID
+        let call = call
+        let data = frame.data
+        let codec = frame.codec
+        let sealed = try keys.withLock { (keys) throws(FrameEncryptionError) -> [UInt8] in
+            if keys?.entry != entry { keys = EncryptionKeys(entry: entry) }
+            switch format {
+            case .ecall:
+                let context: AESGCMContext
+                if let cached = keys?.ecall {
+                    context = cached
+                } else {
+                    guard let made = AESGCMContext.make(key: entry.key) else { throw .cipherFailed(codec: codec) }
+                    keys?.ecall = made
+                    context = made
+                }
+                return codec == .h264
+                    ? try ECallFrameFormat.sealH264(data, context: context)
+                    : try ECallFrameFormat.sealAudio(data, context: context)
+            case .sframe:
+                let key: SFrameKeyContext
+                if let cached = keys?.sframe {
+                    key = cached
+                } else {
+                    // HKDF-SHA512 runs once per key and sender, not per frame.
+                    let keyID = SFrameKeyID(senderID: senderID, epoch: UInt8(truncatingIfNeeded: entry.epoch))
+                    guard
+                        let made = SFrameKeyContext(
+                            material: SFrameKeyMaterial(callKey: entry.key, keyID: keyID.rawValue)
+                        )
+                    else { throw .cipherFailed(codec: codec) }
+                    keys?.sframe = made
+                    key = made
+                }
+                return try SFrameFrameFormat.seal(data, codec: codec, key: key) {
+                    () throws(FrameEncryptionError) -> UInt64 in try call.nextSFrameCounter()
+                }
             }
         }
+        var output = frame
+        output.data = sealed
         return output
-    }
-
-    private func sframeMaterial(for entry: KeyRingEntry) -> SFrameKeyMaterial {
-        if let cached = sframeCache.withLock({ $0 }), cached.entry == entry { return cached.material }
-        let keyID = SFrameKeyID(senderID: senderID, epoch: UInt8(truncatingIfNeeded: entry.epoch))
-        let material = SFrameKeyMaterial(callKey: entry.key, keyID: keyID.rawValue)
-        sframeCache.withLock { $0 = (entry, material) }
-        return material
     }
 }
 
@@ -151,8 +179,18 @@ public final class FrameDecryptor: Sendable {
     public let codec: MediaCodec
     public let senderID: UInt64
     private let call: CallFrameCrypto
-    /// Derived SFrame material by key id; small, because a stream uses one key id per epoch.
-    private let sframeCache = Mutex<[UInt64: (entry: KeyRingEntry, material: SFrameKeyMaterial)]>([:])
+    /// Cipher contexts for the keys this stream may use, reused across frames; the lock also
+    /// serializes the stage, because a context is not thread-safe.
+    private let keys = Mutex(DecryptionKeys())
+
+    /// What `keys` holds.
+    private struct DecryptionKeys {
+        /// `ecall`: the ring's candidates when the contexts were made, and one context for each.
+        var ecallEntries: [KeyRingEntry] = []
+        var ecallContexts: [AESGCMContext] = []
+        /// `sframe`: derived material and context by key id; small, one key id per epoch.
+        var sframe: [UInt64: (entry: KeyRingEntry, key: SFrameKeyContext)] = [:]
+    }
 
     init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
         self.call = call
@@ -172,30 +210,63 @@ public final class FrameDecryptor: Sendable {
     }
 
     private func open(_ frame: EncodedFrame) throws(FrameDecryptionError) -> EncodedFrame {
-        var output = frame
+        let data = frame.data
+        let codec = frame.codec
+        let opened: [UInt8]
         switch call.format {
         case .ecall:
-            if frame.codec == .vp8 {
+            if codec == .vp8 {
                 call.warnVP8InClearOnce(direction: "receive")
                 return frame
             }
-            let keys = call.keyRing.candidates(for: frame.codec.kind).map(\.key.symmetricKey)
-            output.data =
-                frame.codec == .h264
-                ? try ECallFrameFormat.openH264(frame.data, keys: keys)
-                : try ECallFrameFormat.openAudio(frame.data, keys: keys)
+            let candidates = call.keyRing.candidates(for: codec.kind)
+            opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
+                if keys.ecallEntries != candidates {
+                    try Self.remake(&keys, for: candidates, codec: codec)
+                }
+                return codec == .h264
+                    ? try ECallFrameFormat.openH264(data, contexts: keys.ecallContexts)
+                    : try ECallFrameFormat.openAudio(data, contexts: keys.ecallContexts)
+            }
         case .sframe:
-            output.data = try SFrameFrameFormat.open(frame.data, codec: frame.codec) {
-                (rawKeyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial in
-                try material(forKeyID: rawKeyID, codec: frame.codec)
+            let call = call
+            opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
+                try SFrameFrameFormat.open(data, codec: codec) {
+                    (rawKeyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
+                    try Self.key(forKeyID: rawKeyID, codec: codec, call: call, cache: &keys.sframe)
+                }
             }
         }
+        var output = frame
+        output.data = opened
         return output
     }
 
-    private func material(forKeyID rawKeyID: UInt64, codec: MediaCodec) throws(FrameDecryptionError)
-        -> SFrameKeyMaterial
+    /// Makes the `ecall` contexts match `candidates`, keeping those whose key is still a candidate.
+    private static func remake(_ keys: inout DecryptionKeys, for candidates: [KeyRingEntry], codec: MediaCodec)
+        throws(FrameDecryptionError)
     {
+        var contexts: [AESGCMContext] = []
+        for candidate in candidates {
+            if let index = keys.ecallEntries.firstIndex(of: candidate) {
+                contexts.append(keys.ecallContexts[index])
+            } else if let made = AESGCMContext.make(key: candidate.key) {
+                contexts.append(made)
+            } else {
+                throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
+            }
+        }
+        keys.ecallEntries = candidates
+        keys.ecallContexts = contexts
+    }
+
+    /// The material and context of an `sframe` key id, derived once per key id and key.
+    private static func key(
+        forKeyID rawKeyID: UInt64,
+        codec: MediaCodec,
+        call: CallFrameCrypto,
+        cache: inout [UInt64: (entry: KeyRingEntry, key: SFrameKeyContext)]
+    ) throws(FrameDecryptionError) -> SFrameKeyContext {
         let keyID = SFrameKeyID(rawValue: rawKeyID)
         guard let entry = call.keyRing.entry(epochByte: keyID.epoch, for: codec.kind) else {
             if call.keyRing.current() == nil {
@@ -207,12 +278,12 @@ public final class FrameDecryptor: Sendable {
                 "key id \(rawKeyID) (\(keyID)) is not in the key ring"
             )
         }
-        if let cached = sframeCache.withLock({ $0[rawKeyID] }), cached.entry == entry { return cached.material }
-        let material = SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID)
-        sframeCache.withLock { cache in
-            if cache.count >= 16 { cache.removeAll() }
-            cache[rawKeyID] = (entry, material)
+        if let cached = cache[rawKeyID], cached.entry == entry { return cached.key }
+        guard let key = SFrameKeyContext(material: SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID)) else {
+            throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
         }
-        return material
+        if cache.count >= 16 { cache.removeAll() }
+        cache[rawKeyID] = (entry, key)
+        return key
     }
 }

@@ -15,23 +15,22 @@ final class NoncePool: Sendable {
     private static let batch = 12 * 256
     private let state = Mutex<(bytes: [UInt8], offset: Int)>(([], 0))
 
-    /// The next unused random nonce.
-    func next() -> AES.GCM.Nonce {
-        let bytes: [UInt8] = state.withLock { state in
+    /// Writes the next unused random 12-byte nonce to `destination`.
+    func fill(_ destination: UnsafeMutableRawPointer) {
+        state.withLock { state in
             if state.offset + 12 > state.bytes.count {
                 state.bytes = Self.batchRandom(Self.batch)
                 state.offset = 0
             }
-            defer {
+            let offset = state.offset
+            state.bytes.withUnsafeMutableBytes { bytes in
+                guard let base = bytes.baseAddress else { return }
+                destination.copyMemory(from: base + offset, byteCount: 12)
                 // Never hand the same bytes out twice, even by accident.
-                for index in state.offset..<(state.offset + 12) { state.bytes[index] = 0 }
-                state.offset += 12
+                (base + offset).initializeMemory(as: UInt8.self, repeating: 0, count: 12)
             }
-            return Array(state.bytes[state.offset..<(state.offset + 12)])
+            state.offset += 12
         }
-        // Twelve bytes is always a valid GCM nonce.
-        guard let nonce = try? AES.GCM.Nonce(data: bytes) else { preconditionFailure("12-byte nonce rejected") }
-        return nonce
     }
 
     /// `count` unpredictable bytes: the AES-256-CTR keystream (GCM's ciphertext of zeros) under a

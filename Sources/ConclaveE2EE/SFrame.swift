@@ -27,27 +27,32 @@ public struct SFrameHeader: Sendable, Hashable {
 
     /// Appends the encoded header.
     public func encode(into output: inout [UInt8]) {
-        let kidLength = Self.minimalLength(keyID)
-        let ctrLength = Self.minimalLength(counter)
-        var config: UInt8 = 0
-        config |= keyID < 8 ? UInt8(keyID) << 4 : 0x80 | UInt8(kidLength - 1) << 4
-        config |= counter < 8 ? UInt8(counter) : 0x08 | UInt8(ctrLength - 1)
-        output.append(config)
-        if keyID >= 8 { Self.appendBigEndian(keyID, length: kidLength, to: &output) }
-        if counter >= 8 { Self.appendBigEndian(counter, length: ctrLength, to: &output) }
+        withUnsafeTemporaryAllocation(byteCount: Self.maxLength, alignment: 1) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            encode(to: base)
+            output.append(contentsOf: UnsafeRawBufferPointer(start: base, count: encodedLength))
+        }
     }
 
     /// Parses a header at the start of `bytes`, returning it and its length.
     public static func parse(_ bytes: ArraySlice<UInt8>) throws(SFrameHeaderError) -> (
         header: SFrameHeader, length: Int
     ) {
+        let parsed = bytes.withUnsafeBytes { raw in Result { () throws(SFrameHeaderError) in try parse(raw) } }
+        return try parsed.get()
+    }
+
+    /// Parses a header at the start of `bytes`, returning it and its length.
+    static func parse(_ bytes: UnsafeRawBufferPointer) throws(SFrameHeaderError) -> (
+        header: SFrameHeader, length: Int
+    ) {
         guard let config = bytes.first else { throw .empty }
-        var index = bytes.startIndex + 1
+        var index = 1
         func field(extended: Bool, value: UInt8, name: String) throws(SFrameHeaderError) -> UInt64 {
             guard extended else { return UInt64(value) }
             let length = Int(value) + 1
-            guard bytes.endIndex - index >= length else {
-                throw .truncated(field: name, needed: length, available: bytes.endIndex - index)
+            guard bytes.count - index >= length else {
+                throw .truncated(field: name, needed: length, available: bytes.count - index)
             }
             var result: UInt64 = 0
             for offset in 0..<length { result = result << 8 | UInt64(bytes[index + offset]) }
@@ -56,8 +61,39 @@ public struct SFrameHeader: Sendable, Hashable {
         }
         let keyID = try field(extended: config & 0x80 != 0, value: (config >> 4) & 0x07, name: "key id")
         let counter = try field(extended: config & 0x08 != 0, value: config & 0x07, name: "counter")
-        return (SFrameHeader(keyID: keyID, counter: counter), index - bytes.startIndex)
+        return (SFrameHeader(keyID: keyID, counter: counter), index)
     }
+
+    /// The length of the encoded header.
+    var encodedLength: Int {
+        1 + (keyID >= 8 ? Self.minimalLength(keyID) : 0) + (counter >= 8 ? Self.minimalLength(counter) : 0)
+    }
+
+    /// Writes the encoded header (`encodedLength` bytes) to `destination`.
+    func encode(to destination: UnsafeMutableRawPointer) {
+        let kidLength = Self.minimalLength(keyID)
+        let ctrLength = Self.minimalLength(counter)
+        var config: UInt8 = 0
+        config |= keyID < 8 ? UInt8(keyID) << 4 : 0x80 | UInt8(kidLength - 1) << 4
+        config |= counter < 8 ? UInt8(counter) : 0x08 | UInt8(ctrLength - 1)
+        destination.storeBytes(of: config, as: UInt8.self)
+        var offset = 1
+        if keyID >= 8 {
+            Self.storeBigEndian(keyID, length: kidLength, to: destination + offset)
+            offset += kidLength
+        }
+        if counter >= 8 { Self.storeBigEndian(counter, length: ctrLength, to: destination + offset) }
+    }
+
+    static func storeBigEndian(_ value: UInt64, length: Int, to destination: UnsafeMutableRawPointer) {
+        for index in 0..<length {
+            let shift = UInt64((length - 1 - index) * 8)
+            destination.storeBytes(of: UInt8(truncatingIfNeeded: value >> shift), toByteOffset: index, as: UInt8.self)
+        }
+    }
+
+    /// The longest header: config byte, 8-byte key id, 8-byte counter.
+    static let maxLength = 17
 
     static func minimalLength(_ value: UInt64) -> Int {
         max(1, (64 - value.leadingZeroBitCount + 7) / 8)
@@ -137,6 +173,16 @@ public struct SFrameKeyMaterial: Sendable {
         return label
     }
 
+    /// Writes the 12-byte nonce for `counter` to `destination`.
+    func writeNonce(counter: UInt64, to destination: UnsafeMutableRawPointer) {
+        for index in 0..<Self.nonceLength {
+            var byte = salt[index]
+            let fromEnd = Self.nonceLength - 1 - index
+            if fromEnd < 8 { byte ^= UInt8(truncatingIfNeeded: counter >> UInt64(fromEnd * 8)) }
+            destination.storeBytes(of: byte, toByteOffset: index, as: UInt8.self)
+        }
+    }
+
     /// The nonce for `counter`: the salt XOR the counter, right-aligned.
     public func nonce(counter: UInt64) -> AES.GCM.Nonce {
         var bytes = salt
@@ -146,6 +192,22 @@ public struct SFrameKeyMaterial: Sendable {
         // Twelve bytes is always a valid GCM nonce.
         guard let nonce = try? AES.GCM.Nonce(data: bytes) else { preconditionFailure("12-byte nonce rejected") }
         return nonce
+    }
+}
+
+/// The material of one key id together with an AES-256-GCM context for its key, so a stage sets
+/// the key up once per key id rather than once per frame.
+///
+/// Not thread-safe (the context is not); each stage keeps its own under its lock.
+final class SFrameKeyContext {
+    let material: SFrameKeyMaterial
+    let cipher: AESGCMContext
+
+    /// Nil only if OpenSSL cannot set up the context.
+    init?(material: SFrameKeyMaterial) {
+        guard let cipher = AESGCMContext.make(key: material.key) else { return nil }
+        self.material = material
+        self.cipher = cipher
     }
 }
 
@@ -159,23 +221,63 @@ public enum SFrameCipher {
         material: SFrameKeyMaterial,
         appendingTo output: inout [UInt8]
     ) {
-        let headerStart = output.count
-        SFrameHeader(keyID: material.keyID, counter: counter).encode(into: &output)
-        var aad = Array(output[headerStart...])
-        aad.append(contentsOf: metadata)
-        guard
-            let box = try? AES.GCM.seal(
-                plaintext,
-                using: material.key,
-                nonce: material.nonce(counter: counter),
-                authenticating: aad
-            )
-        else { preconditionFailure("AES-GCM seal failed with a valid key and nonce") }
-        ECallFrameFormat.appendBytes(of: box.ciphertext, to: &output)
-        ECallFrameFormat.appendBytes(of: box.tag, to: &output)
+        // A 32-byte key always makes a context, and sealing into a sized buffer cannot fail.
+        guard let key = SFrameKeyContext(material: material) else {
+            preconditionFailure("AES-256-GCM context setup failed")
+        }
+        let header = SFrameHeader(keyID: material.keyID, counter: counter)
+        let start = output.count
+        let length = sealedLength(header: header, plaintextCount: plaintext.count)
+        output.append(contentsOf: repeatElement(0, count: length))
+        let sealed = plaintext.withUnsafeBytes { plaintext in
+            metadata.withUnsafeBytes { metadata in
+                output.withUnsafeMutableBytes { buffer in
+                    guard let base = buffer.baseAddress else { return false }
+                    return seal(plaintext: plaintext, metadata: metadata, header: header, key: key, to: base + start)
+                }
+            }
+        }
+        guard sealed else { preconditionFailure("AES-GCM seal failed with a valid key and nonce") }
     }
 
-    /// Parses the header of `sealed`, asks `material` for the key of its key id, and opens it.
+    /// Bytes `seal` writes for `header` and a plaintext of `plaintextCount` bytes.
+    static func sealedLength(header: SFrameHeader, plaintextCount: Int) -> Int {
+        header.encodedLength + plaintextCount + SFrameKeyMaterial.tagLength
+    }
+
+    /// Writes `header ‖ ciphertext ‖ tag` (`sealedLength` bytes) to `destination`, authenticating
+    /// `header ‖ metadata`. `plaintext` must not overlap `destination`. False if the cipher fails.
+    static func seal(
+        plaintext: UnsafeRawBufferPointer,
+        metadata: UnsafeRawBufferPointer,
+        header: SFrameHeader,
+        key: SFrameKeyContext,
+        to destination: UnsafeMutableRawPointer
+    ) -> Bool {
+        header.encode(to: destination)
+        let headerLength = header.encodedLength
+        let ciphertext = destination + headerLength
+        let tag = ciphertext + plaintext.count
+        return withUnsafeTemporaryAllocation(
+            byteCount: SFrameKeyMaterial.nonceLength + SFrameHeader.maxLength + metadata.count,
+            alignment: 1
+        ) { scratch in
+            guard let nonce = scratch.baseAddress else { return false }
+            key.material.writeNonce(counter: header.counter, to: nonce)
+            // The AAD is the header as written, then the metadata; without metadata it is the header
+            // in place.
+            var aad = UnsafeRawBufferPointer(start: destination, count: headerLength)
+            if let metadataBase = metadata.baseAddress, metadata.count > 0 {
+                let joined = nonce + SFrameKeyMaterial.nonceLength
+                joined.copyMemory(from: destination, byteCount: headerLength)
+                (joined + headerLength).copyMemory(from: metadataBase, byteCount: metadata.count)
+                aad = UnsafeRawBufferPointer(start: joined, count: headerLength + metadata.count)
+            }
+            return key.cipher.seal(nonce: nonce, aad: aad, plaintext: plaintext, ciphertext: ciphertext, tag: tag)
+        }
+    }
+
+    /// Parses the header of `sealed`, asks `material` for the keys of its key id, and opens it.
     ///
     /// - Returns: the plaintext and the parsed header.
     public static func open(
@@ -184,46 +286,103 @@ public enum SFrameCipher {
         codec: MediaCodec,
         material: (UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial
     ) throws(FrameDecryptionError) -> (plaintext: [UInt8], header: SFrameHeader) {
+        let result = sealed.withUnsafeBytes { sealedBytes in
+            metadata.withUnsafeBytes { metadataBytes in
+                var header = SFrameHeader(keyID: 0, counter: 0)
+                var failure: FrameDecryptionError?
+                let plaintext = [UInt8](unsafeUninitializedCapacity: max(sealed.count, 1)) { buffer, count in
+                    guard let destination = UnsafeMutableRawPointer(buffer.baseAddress) else { return }
+                    do throws(FrameDecryptionError) {
+                        let opened = try open(
+                            sealed: sealedBytes,
+                            offset: sealed.startIndex,
+                            metadata: metadataBytes,
+                            codec: codec,
+                            key: { (keyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
+                                let keys = try material(keyID)
+                                guard let context = SFrameKeyContext(material: keys) else {
+                                    throw FrameDecryptionError(
+                                        .authenticationFailed,
+                                        codec: codec,
+                                        "AES-256-GCM context setup failed"
+                                    )
+                                }
+                                return context
+                            },
+                            to: destination
+                        )
+                        header = opened.header
+                        count = opened.count
+                    } catch {
+                        failure = error
+                    }
+                }
+                return (plaintext, header, failure)
+            }
+        }
+        if let failure = result.2 { throw failure }
+        return (result.0, result.1)
+    }
+
+    /// Parses the header of `sealed`, asks `key` for the context of its key id, and opens it into
+    /// `destination`, which must have room for `sealed.count` bytes. Error offsets are reported as
+    /// `offset` plus the position in `sealed`.
+    ///
+    /// - Returns: the parsed header and the plaintext length.
+    static func open(
+        sealed: UnsafeRawBufferPointer,
+        offset: Int,
+        metadata: UnsafeRawBufferPointer,
+        codec: MediaCodec,
+        key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,
+        to destination: UnsafeMutableRawPointer
+    ) throws(FrameDecryptionError) -> (header: SFrameHeader, count: Int) {
         let parsed: (header: SFrameHeader, length: Int)
         do {
             parsed = try SFrameHeader.parse(sealed)
         } catch {
-            throw FrameDecryptionError(.malformedHeader, codec: codec, at: sealed.startIndex, error.description)
+            throw FrameDecryptionError(.malformedHeader, codec: codec, at: offset, error.description)
         }
-        let bodyStart = sealed.startIndex + parsed.length
-        guard sealed.endIndex - bodyStart >= SFrameKeyMaterial.tagLength else {
+        let bodyLength = sealed.count - parsed.length
+        guard bodyLength >= SFrameKeyMaterial.tagLength, let sealedBase = sealed.baseAddress else {
             throw FrameDecryptionError(
                 .truncated,
                 codec: codec,
-                at: sealed.endIndex,
-                "SFrame body of \(sealed.endIndex - bodyStart) bytes is shorter than the 16-byte tag"
+                at: offset + sealed.count,
+                "SFrame body of \(bodyLength) bytes is shorter than the 16-byte tag"
             )
         }
-        let keys = try material(parsed.header.keyID)
-        var aad = Array(sealed[sealed.startIndex..<bodyStart])
-        aad.append(contentsOf: metadata)
-        do {
-            // nonce ‖ ciphertext ‖ tag as one buffer: `SealedBox(combined:)` copies it in one go,
-            // where the (nonce:ciphertext:tag:) initializer appends array slices byte by byte.
-            var combined = [UInt8]()
-            combined.reserveCapacity(SFrameKeyMaterial.nonceLength + sealed.endIndex - bodyStart)
-            keys.nonce(counter: parsed.header.counter).withUnsafeBytes {
-                combined.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self))
+        let keys = try key(parsed.header.keyID)
+        let plaintextCount = bodyLength - SFrameKeyMaterial.tagLength
+        let opened = withUnsafeTemporaryAllocation(
+            byteCount: SFrameKeyMaterial.nonceLength + parsed.length + metadata.count,
+            alignment: 1
+        ) { scratch -> Bool in
+            guard let nonce = scratch.baseAddress else { return false }
+            keys.material.writeNonce(counter: parsed.header.counter, to: nonce)
+            var aad = UnsafeRawBufferPointer(start: sealedBase, count: parsed.length)
+            if let metadataBase = metadata.baseAddress, metadata.count > 0 {
+                let joined = nonce + SFrameKeyMaterial.nonceLength
+                joined.copyMemory(from: sealedBase, byteCount: parsed.length)
+                (joined + parsed.length).copyMemory(from: metadataBase, byteCount: metadata.count)
+                aad = UnsafeRawBufferPointer(start: joined, count: parsed.length + metadata.count)
             }
-            combined.append(contentsOf: sealed[bodyStart...])
-            let box = try AES.GCM.SealedBox(combined: combined)
-            let plaintext = try AES.GCM.open(box, using: keys.key, authenticating: aad)
-            var bytes = [UInt8]()
-            bytes.reserveCapacity(plaintext.count)
-            ECallFrameFormat.appendBytes(of: plaintext, to: &bytes)
-            return (bytes, parsed.header)
-        } catch {
+            return keys.cipher.open(
+                nonce: nonce,
+                aad: aad,
+                ciphertext: UnsafeRawBufferPointer(start: sealedBase + parsed.length, count: plaintextCount),
+                tag: sealedBase + parsed.length + plaintextCount,
+                plaintext: destination
+            )
+        }
+        guard opened else {
             throw FrameDecryptionError(
                 .authenticationFailed,
                 codec: codec,
-                at: bodyStart,
+                at: offset + parsed.length,
                 "GCM tag did not verify for key id \(parsed.header.keyID)"
             )
         }
+        return (parsed.header, plaintextCount)
     }
 }

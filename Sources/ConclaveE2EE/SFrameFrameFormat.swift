@@ -42,7 +42,7 @@ public struct SFrameKeyID: Sendable, Hashable, CustomStringConvertible {
 public enum SFrameFrameFormat {
     /// NAL types sent in clear: parameter sets and delimiters carry no picture content and an SFU or
     /// recorder may need them.
-    static let clearNALTypes: Set<UInt8> = [7, 8, 9]
+    static func isClearNALType(_ type: UInt8) -> Bool { type == 7 || type == 8 || type == 9 }
     /// Appended to each sealed H264 unit before escaping, removed after unescaping.
     static let h264StopByte: UInt8 = 0x80
 
@@ -57,51 +57,160 @@ public enum SFrameFrameFormat {
         material: SFrameKeyMaterial,
         nextCounter: () throws(FrameEncryptionError) -> UInt64
     ) throws(FrameEncryptionError) -> [UInt8] {
-        var output = [UInt8]()
-        output.reserveCapacity(frame.count + 32)
+        guard let key = SFrameKeyContext(material: material) else { throw .cipherFailed(codec: codec) }
+        return try seal(frame, codec: codec, key: key, nextCounter: nextCounter)
+    }
+
+    /// `seal(_:codec:material:nextCounter:)` with a context kept for the key id.
+    ///
+    /// Each output is allocated once at its final size and the cipher writes into it directly.
+    static func seal(
+        _ frame: [UInt8],
+        codec: MediaCodec,
+        key: SFrameKeyContext,
+        nextCounter: () throws(FrameEncryptionError) -> UInt64
+    ) throws(FrameEncryptionError) -> [UInt8] {
         switch codec {
         case .opus:
-            SFrameCipher.seal(
-                frame[...],
-                metadata: [],
-                counter: try nextCounter(),
-                material: material,
-                appendingTo: &output
-            )
+            let header = SFrameHeader(keyID: key.material.keyID, counter: try nextCounter())
+            let count = SFrameCipher.sealedLength(header: header, plaintextCount: frame.count)
+            return try build(count: count, from: frame, codec: codec) { input, output in
+                SFrameCipher.seal(
+                    plaintext: input,
+                    metadata: UnsafeRawBufferPointer(start: nil, count: 0),
+                    header: header,
+                    key: key,
+                    to: output
+                )
+            }
         case .vp8:
             let clear = frame.first.map { min(vp8HeaderLength(firstByte: $0), frame.count) } ?? 0
-            output.append(contentsOf: frame[..<clear])
-            SFrameCipher.seal(
-                frame[clear...],
-                metadata: frame[..<clear],
-                counter: try nextCounter(),
-                material: material,
-                appendingTo: &output
-            )
-        case .h264:
-            guard H264FrameParser.isAnnexB(frame) else {
-                throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
+            let header = SFrameHeader(keyID: key.material.keyID, counter: try nextCounter())
+            let count = clear + SFrameCipher.sealedLength(header: header, plaintextCount: frame.count - clear)
+            return try build(count: count, from: frame, codec: codec) { input, output in
+                if let inputBase = input.baseAddress { output.copyMemory(from: inputBase, byteCount: clear) }
+                return SFrameCipher.seal(
+                    plaintext: UnsafeRawBufferPointer(rebasing: input[clear...]),
+                    metadata: UnsafeRawBufferPointer(rebasing: input[..<clear]),
+                    header: header,
+                    key: key,
+                    to: output + clear
+                )
             }
-            var sealed = [UInt8]()
-            for unit in H264FrameParser.annexBUnits(in: frame) {
-                output.append(contentsOf: frame[unit.framingStart...unit.headerIndex])
-                let payload = frame[(unit.headerIndex + 1)..<unit.end]
-                if clearNALTypes.contains(unit.type) {
-                    output.append(contentsOf: payload)
+        case .h264:
+            return try sealH264(frame, key: key, nextCounter: nextCounter)
+        }
+    }
+
+    /// H264: each unit's framing and header byte in clear, then for sealed units the escaped
+    /// `SFrame header ‖ ciphertext ‖ tag ‖ 0x80`.
+    ///
+    /// Sealed bytes need an escape only where `00 00` is followed by 0–3, about once in 4 MB of
+    /// ciphertext, so the frame is first written unescaped at its exact size and escaped in a second
+    /// pass only when a sealed region needs it.
+    private static func sealH264(
+        _ frame: [UInt8],
+        key: SFrameKeyContext,
+        nextCounter: () throws(FrameEncryptionError) -> UInt64
+    ) throws(FrameEncryptionError) -> [UInt8] {
+        guard H264FrameParser.isAnnexB(frame) else {
+            throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
+        }
+        let units = H264FrameParser.annexBUnits(in: frame)
+        var headers: [SFrameHeader] = []
+        var count = 0
+        for unit in units {
+            count += unit.headerIndex + 1 - unit.framingStart
+            let payloadCount = unit.end - unit.headerIndex - 1
+            if isClearNALType(unit.type) {
+                count += payloadCount
+                continue
+            }
+            let header = SFrameHeader(keyID: key.material.keyID, counter: try nextCounter())
+            headers.append(header)
+            count += SFrameCipher.sealedLength(header: header, plaintextCount: payloadCount) + 1
+        }
+        var needsEscape = false
+        let unescaped = try build(count: count, from: frame, codec: .h264) { input, output in
+            guard let inputBase = input.baseAddress else { return false }
+            var written = 0
+            var sealedIndex = 0
+            for unit in units {
+                let clearCount = unit.headerIndex + 1 - unit.framingStart
+                (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
+                written += clearCount
+                let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
+                if isClearNALType(unit.type) {
+                    if let payloadBase = payload.baseAddress {
+                        (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
+                    }
+                    written += payload.count
                     continue
                 }
-                sealed.removeAll(keepingCapacity: true)
-                SFrameCipher.seal(
-                    payload,
-                    metadata: frame[unit.headerIndex...unit.headerIndex],
-                    counter: try nextCounter(),
-                    material: material,
-                    appendingTo: &sealed
-                )
-                sealed.append(h264StopByte)
-                EmulationPrevention.escape(sealed, into: &output)
+                let header = headers[sealedIndex]
+                sealedIndex += 1
+                guard
+                    SFrameCipher.seal(
+                        plaintext: payload,
+                        metadata: UnsafeRawBufferPointer(rebasing: input[unit.headerIndex...unit.headerIndex]),
+                        header: header,
+                        key: key,
+                        to: output + written
+                    )
+                else { return false }
+                let regionEnd = written + SFrameCipher.sealedLength(header: header, plaintextCount: payload.count) + 1
+                output.storeBytes(of: h264StopByte, toByteOffset: regionEnd - 1, as: UInt8.self)
+                if !needsEscape {
+                    needsEscape = EmulationPrevention.needsEscape(
+                        UnsafeRawBufferPointer(start: output + written, count: regionEnd - written)
+                    )
+                }
+                written = regionEnd
+            }
+            return true
+        }
+        guard needsEscape else { return unescaped }
+        // The rare second pass: walk the same layout again, escaping each sealed region.
+        var output = [UInt8]()
+        output.reserveCapacity(unescaped.count + unescaped.count / 64 + 4 * headers.count)
+        var position = 0
+        var sealedIndex = 0
+        for unit in units {
+            var unitEnd = position + unit.end - unit.framingStart
+            let regionStart = position + unit.headerIndex + 1 - unit.framingStart
+            output.append(contentsOf: unescaped[position..<regionStart])
+            if isClearNALType(unit.type) {
+                output.append(contentsOf: unescaped[regionStart..<unitEnd])
+            } else {
+                let payloadCount = unit.end - unit.headerIndex - 1
+                unitEnd =
+                    regionStart + SFrameCipher.sealedLength(header: headers[sealedIndex], plaintextCount: payloadCount)
+                    + 1
+                sealedIndex += 1
+                EmulationPrevention.escape(unescaped[regionStart..<unitEnd], into: &output)
+            }
+            position = unitEnd
+        }
+        return output
+    }
+
+    /// An array of exactly `count` bytes that `fill` writes given the bytes of `frame`; throws
+    /// `cipherFailed` when `fill` returns false.
+    private static func build(
+        count: Int,
+        from frame: [UInt8],
+        codec: MediaCodec,
+        _ fill: (UnsafeRawBufferPointer, UnsafeMutableRawPointer) -> Bool
+    ) throws(FrameEncryptionError) -> [UInt8] {
+        var filled = false
+        let output = frame.withUnsafeBytes { input in
+            [UInt8](unsafeUninitializedCapacity: max(count, 1)) { buffer, initializedCount in
+                guard let base = UnsafeMutableRawPointer(buffer.baseAddress) else { return }
+                filled = fill(input, base)
+                if filled { initializedCount = count }
             }
         }
+        guard filled else { throw .cipherFailed(codec: codec) }
         return output
     }
 
@@ -111,10 +220,26 @@ public enum SFrameFrameFormat {
         codec: MediaCodec,
         material: (UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial
     ) throws(FrameDecryptionError) -> [UInt8] {
+        try open(frame, codec: codec) { (keyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
+            guard let key = SFrameKeyContext(material: try material(keyID)) else {
+                throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
+            }
+            return key
+        }
+    }
+
+    /// `open(_:codec:material:)` with contexts kept per key id. Plaintext is written straight into
+    /// the output, which is never longer than the frame.
+    static func open(
+        _ frame: [UInt8],
+        codec: MediaCodec,
+        key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext
+    ) throws(FrameDecryptionError) -> [UInt8] {
+        var units: [NALUnitRange] = []
+        var escapes: [Int] = []
         switch codec {
         case .opus:
             guard !frame.isEmpty else { throw FrameDecryptionError(.truncated, codec: codec, at: 0, "empty frame") }
-            return try SFrameCipher.open(frame[...], metadata: [], codec: codec, material: material).plaintext
         case .vp8:
             guard let first = frame.first else {
                 throw FrameDecryptionError(.truncated, codec: codec, at: 0, "empty frame")
@@ -128,18 +253,13 @@ public enum SFrameFrameFormat {
                     "\(frame.count) bytes cannot hold the \(clear)-byte clear header and an SFrame header"
                 )
             }
-            var output = Array(frame[..<clear])
-            output.append(
-                contentsOf: try SFrameCipher.open(
-                    frame[clear...],
-                    metadata: frame[..<clear],
-                    codec: codec,
-                    material: material
-                ).plaintext
-            )
-            return output
         case .h264:
-            let units = H264FrameParser.isAnnexB(frame) ? H264FrameParser.annexBUnits(in: frame) : []
+            if H264FrameParser.isAnnexB(frame) {
+                // One pass finds the units and any `00 00 03` escape (rare in ciphertext).
+                units = H264FrameParser.annexBUnits(in: frame) { pair in
+                    if frame[pair + 2] == 3 { escapes.append(pair) }
+                }
+            }
             guard !units.isEmpty else {
                 throw FrameDecryptionError(
                     .malformedHeader,
@@ -148,43 +268,122 @@ public enum SFrameFrameFormat {
                     "no Annex-B NAL units in \(frame.count) bytes"
                 )
             }
-            var output = [UInt8]()
-            output.reserveCapacity(frame.count)
-            for unit in units {
-                output.append(contentsOf: frame[unit.framingStart...unit.headerIndex])
-                let payload = frame[(unit.headerIndex + 1)..<unit.end]
-                if clearNALTypes.contains(unit.type) {
-                    output.append(contentsOf: payload)
-                    continue
-                }
-                var sealed = EmulationPrevention.unescape(payload)
-                guard sealed.last == h264StopByte else {
-                    throw FrameDecryptionError(
-                        .malformedHeader,
-                        codec: codec,
-                        at: unit.end,
-                        "NAL type \(unit.type) unit does not end with the SFrame stop byte"
-                    )
-                }
-                sealed.removeLast()
-                guard !sealed.isEmpty else {
-                    throw FrameDecryptionError(
-                        .truncated,
-                        codec: codec,
-                        at: unit.headerIndex + 1,
-                        "empty sealed NAL unit"
-                    )
-                }
-                output.append(
-                    contentsOf: try SFrameCipher.open(
-                        sealed[...],
-                        metadata: frame[unit.headerIndex...unit.headerIndex],
-                        codec: codec,
-                        material: material
-                    ).plaintext
-                )
-            }
-            return output
         }
+        var failure: FrameDecryptionError?
+        let output = frame.withUnsafeBytes { input in
+            [UInt8](unsafeUninitializedCapacity: frame.count) { buffer, initializedCount in
+                guard let output = UnsafeMutableRawPointer(buffer.baseAddress), let inputBase = input.baseAddress else {
+                    return
+                }
+                do throws(FrameDecryptionError) {
+                    switch codec {
+                    case .opus:
+                        initializedCount =
+                            try SFrameCipher.open(
+                                sealed: input,
+                                offset: 0,
+                                metadata: UnsafeRawBufferPointer(start: nil, count: 0),
+                                codec: codec,
+                                key: key,
+                                to: output
+                            ).count
+                    case .vp8:
+                        let clear = vp8HeaderLength(firstByte: input[0])
+                        output.copyMemory(from: inputBase, byteCount: clear)
+                        initializedCount =
+                            clear
+                            + (try SFrameCipher.open(
+                                sealed: UnsafeRawBufferPointer(rebasing: input[clear...]),
+                                offset: clear,
+                                metadata: UnsafeRawBufferPointer(rebasing: input[..<clear]),
+                                codec: codec,
+                                key: key,
+                                to: output + clear
+                            ).count)
+                    case .h264:
+                        initializedCount = try openH264(
+                            units: units,
+                            escapes: escapes,
+                            input: input,
+                            key: key,
+                            to: output
+                        )
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+        }
+        if let failure { throw failure }
+        return output
+    }
+
+    /// Opens the units of an H264 frame into `output`; returns the bytes written. `escapes` holds
+    /// the offset of every `00 00 03` in the frame outside start codes.
+    private static func openH264(
+        units: [NALUnitRange],
+        escapes: [Int],
+        input: UnsafeRawBufferPointer,
+        key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,
+        to output: UnsafeMutableRawPointer
+    ) throws(FrameDecryptionError) -> Int {
+        guard let inputBase = input.baseAddress else { return 0 }
+        var written = 0
+        for unit in units {
+            let clearCount = unit.headerIndex + 1 - unit.framingStart
+            (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
+            written += clearCount
+            let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
+            if isClearNALType(unit.type) {
+                if let payloadBase = payload.baseAddress {
+                    (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
+                }
+                written += payload.count
+                continue
+            }
+            let metadata = UnsafeRawBufferPointer(rebasing: input[unit.headerIndex...unit.headerIndex])
+            // Escapes are rare in ciphertext: open the unit where it lies unless it has one.
+            if escapes.contains(where: { $0 > unit.headerIndex && $0 < unit.end }) {
+                let sealed = EmulationPrevention.unescape(payload)
+                let opened = sealed.withUnsafeBytes { sealed in
+                    Result { () throws(FrameDecryptionError) -> Int in
+                        try openH264Unit(unit, sealed: sealed, metadata: metadata, key: key, to: output + written)
+                    }
+                }
+                written += try opened.get()
+            } else {
+                written += try openH264Unit(unit, sealed: payload, metadata: metadata, key: key, to: output + written)
+            }
+        }
+        return written
+    }
+
+    /// Opens one unescaped H264 unit payload (`SFrame header ‖ ciphertext ‖ tag ‖ 0x80`).
+    private static func openH264Unit(
+        _ unit: NALUnitRange,
+        sealed: UnsafeRawBufferPointer,
+        metadata: UnsafeRawBufferPointer,
+        key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,
+        to output: UnsafeMutableRawPointer
+    ) throws(FrameDecryptionError) -> Int {
+        guard sealed.last == h264StopByte else {
+            throw FrameDecryptionError(
+                .malformedHeader,
+                codec: .h264,
+                at: unit.end,
+                "NAL type \(unit.type) unit does not end with the SFrame stop byte"
+            )
+        }
+        guard sealed.count > 1 else {
+            throw FrameDecryptionError(.truncated, codec: .h264, at: unit.headerIndex + 1, "empty sealed NAL unit")
+        }
+        return try SFrameCipher.open(
+            sealed: UnsafeRawBufferPointer(rebasing: sealed.dropLast()),
+            offset: unit.headerIndex + 1,
+            metadata: metadata,
+            codec: .h264,
+            key: key,
+            to: output
+        ).count
     }
 }

@@ -237,6 +237,21 @@ public final class CallRecorder {
         segment.muxer.senderReport(kind: track.kind, ntp: report.0, rtpTimestamp: report.1, codec: track.codec)
     }
 
+    /// Hands what the events taken in since the last call produced to the kernel: each journal's
+    /// records with one `write`, and each live container's finished clusters (libavformat holds
+    /// up to 32 KiB otherwise). The feeder calls it after each batch of events, so a killed
+    /// process loses at most the batch it was taking in from the journals, and at most the open
+    /// cluster (``SegmentMuxer/liveClusterMilliseconds``) from the live files.
+    public func commit() {
+        for segment in activeSegment.values {
+            for track in segment.tracks.values {
+                guard let journal = track.journal else { continue }
+                do { try journal.commit() } catch { fail(track, segment: segment, error.description) }
+            }
+            do { try segment.muxer.flush() } catch { failContainer(segment, error) }
+        }
+    }
+
     /// Called about once a second: opens files whose waits ran out, flushes containers, syncs
     /// journals, rewrites the manifest now and then, and ends segments after a long silence.
     public func tick(now: Int64) {

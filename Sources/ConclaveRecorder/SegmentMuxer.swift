@@ -114,12 +114,15 @@ public final class SegmentMuxer {
     private var elapsedTicks: [MediaKind: Int64] = [:]
     private var trackStart: [MediaKind: Int64] = [:]
 
+    /// The longest cluster of a live file: what a `kill -9` can cut from its end.
+    public static let liveClusterMilliseconds = 500
+
     /// Whether the container is written as a live stream (see ``init(basePath:recordingStart:timing:live:)``).
     public let live: Bool
     private var liveDescriptor: Int32 = -1
 
     /// - Parameter live: write the container as a stream that is never rewritten in place:
-    ///   libavformat then closes a Matroska cluster at least every second and the file needs no
+    ///   libavformat then closes a Matroska cluster at least every ``liveClusterMilliseconds`` and the file needs no
     ///   trailer to play, so a file cut by `kill -9` plays up to about its last second. A live
     ///   file has no index (cues) or duration; the recorder rebuilds a seekable one from the
     ///   journals at a clean finish, and `recordings repair` does it after a crash.
@@ -297,7 +300,14 @@ public final class SegmentMuxer {
                 }
                 target = "pipe:\(liveDescriptor)"
             }
-            writer = try MediaFileWriter(path: target, container: container, tracks: writerTracks)
+            writer = try MediaFileWriter(
+                path: target,
+                container: container,
+                tracks: writerTracks,
+                // A live file closes a cluster at least every half second (libavformat's default
+                // for a stream is a second), so a file cut by `kill -9` loses at most that much.
+                muxerOptions: live ? ["cluster_time_limit": "\(Self.liveClusterMilliseconds)"] : [:]
+            )
         } catch {
             let error = relabeled(error)
             stop(error)

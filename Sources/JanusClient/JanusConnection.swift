@@ -212,7 +212,7 @@ public actor JanusConnection {
     }
 
     /// Closes the socket abruptly, as a network failure would, to exercise reconnect and claim.
-    public func dropConnectionForTesting() async {
+    package func dropConnectionForTesting() async {
         guard let socket else { return }
         await Self.closeOffActor(socket, simulatingFailure: true)
     }

@@ -19,8 +19,17 @@ struct JanusOptions: ParsableArguments {
     @Option(name: .customLong("ca-file"), help: "PEM file of CAs to trust for wss:// (a private CA).")
     var caFile: String?
 
-    @Option(name: .customLong("timeout"), help: "Seconds to wait for each Janus reply.")
-    var timeout: Double = 10
+    @Option(
+        name: .customLong("timeout"),
+        help: "Seconds to wait for each Janus reply (default: the configuration's janus.timeoutSeconds, else 10)."
+    )
+    var timeout: Double?
+
+    func validate() throws {
+        if let timeout, !(timeout > 0 && timeout <= 600) {
+            throw ValidationError("--timeout: expected seconds between 0 and 600, got \(timeout)")
+        }
+    }
 
     /// The URL from `--janus` or `$CONCLAVE_JANUS_URL`.
     func resolvedURL() throws -> String {
@@ -29,14 +38,16 @@ struct JanusOptions: ParsableArguments {
         throw ValidationError("no Janus URL: pass --janus ws://HOST:8188 (or set CONCLAVE_JANUS_URL)")
     }
 
-    /// Connection options from the flags and environment.
-    func connectionOptions() -> JanusConnection.Options {
+    /// Connection options from the flags and environment; `configuredTimeout` (the configuration
+    /// file's `janus.timeoutSeconds`) applies when `--timeout` is not given.
+    func connectionOptions(configuredTimeout: Double? = nil) -> JanusConnection.Options {
         let environment = ProcessInfo.processInfo.environment
+        let seconds = timeout ?? configuredTimeout ?? 10
         return JanusConnection.Options(
             apiSecret: apiSecret ?? environment["CONCLAVE_JANUS_API_SECRET"],
             token: token ?? environment["CONCLAVE_JANUS_TOKEN"],
             tls: TLSOptions(caFile: caFile),
-            requestTimeout: .milliseconds(Int(timeout * 1000))
+            requestTimeout: .milliseconds(Int(seconds * 1000))
         )
     }
 }

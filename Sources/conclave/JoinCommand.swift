@@ -347,7 +347,7 @@ struct CallRunner {
             crypto.keyRing.install(key, epoch: 0)
             frameCrypto = crypto
         }
-        var connectionOptions = janus.connectionOptions()
+        var connectionOptions = janus.connectionOptions(configuredTimeout: settings.requestTimeout)
         if janus.apiSecret == nil, connectionOptions.apiSecret == nil {
             connectionOptions.apiSecret = settings.apiSecret
         }

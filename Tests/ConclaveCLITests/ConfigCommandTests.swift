@@ -34,4 +34,24 @@ import Testing
         #expect(result.status != 0)
         #expect(result.errorOutput.contains("ice.stun"), "\(result.errorOutput)")
     }
+
+    @Test func joinWaitsForJanusAsLongAsTheConfigurationSays() throws {
+        // A Janus that accepts the WebSocket and never answers: the failed request names the
+        // configured limit (1.5 s), not the built-in 10 s.
+        let script = TestPaths.packageRoot.appendingPathComponent("Tests/Interop/fake_janus.py").path
+        let server = try BackgroundProcess(try TestPaths.python(), [script, "silent", "--lifetime", "20"])
+        defer { server.stop() }
+        let port = try server.readLine()
+        let directory = try TestPaths.temporaryDirectory("conclave-config")
+        let file = directory.appendingPathComponent("timeout.json")
+        try Data(#"{"janus": {"url": "ws://127.0.0.1:\#(port)", "timeoutSeconds": 1.5}}"#.utf8).write(to: file)
+        let result = try conclave(
+            [
+                "join", "--config", file.path, "--room", "1", "--call-id", "1", "--crypto", "none",
+                "--display", "u1:test", "--audio", "none", "--video", "none", "--status", "none",
+            ]
+        )
+        #expect(result.status != 0)
+        #expect(result.errorOutput.contains("within 1.5 seconds"), "\(result.errorOutput)")
+    }
 }

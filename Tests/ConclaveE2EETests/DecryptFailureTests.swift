@@ -47,6 +47,24 @@ struct DecryptFailureTests {
         #expect(call.failureCounts.total == 1)
     }
 
+    @Test("a frame that fails does not break the stream: the next good frame still opens", arguments: codecsByFormat)
+    func goodFrameAfterFailure(format: FrameCryptoFormat, codec: MediaCodec) throws {
+        var rng = SeededGenerator(seed: 23)
+        let call = makeCall(format: format)
+        let encryptor = call.makeEncryptor(codec: codec, senderID: 1)
+        let decryptor = call.makeDecryptor(codec: codec, senderID: 1)
+        let plain = [sample(codec, &rng), sample(codec, &rng)]
+        let first = try encryptor.encrypt(frame(codec, plain[0]))
+        let second = try encryptor.encrypt(frame(codec, plain[1]))
+        #expect(try decryptor.decrypt(first).data == plain[0])
+        var tampered = second
+        tampered.data[tampered.data.count - 20] ^= 0x40
+        expectReason(.authenticationFailed, decryptor, tampered)
+        // The decryptor's kept cipher context must be usable again after a failed tag check.
+        #expect(try decryptor.decrypt(second).data == plain[1])
+        #expect(try decryptor.decrypt(first).data == plain[0])
+    }
+
     @Test("wrong key: authentication failed", arguments: codecsByFormat)
     func wrongKey(format: FrameCryptoFormat, codec: MediaCodec) throws {
         var rng = SeededGenerator(seed: 22)

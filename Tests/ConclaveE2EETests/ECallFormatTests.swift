@@ -80,14 +80,58 @@ struct ECallFormatTests {
     @Test("the Annex-B scanner finds the units ECall's scanner finds")
     func scannerMatchesReference() {
         var rng = SeededGenerator(seed: 4)
-        for _ in 0..<2_000 {
-            // Zero-heavy buffers that start with a start code, so start codes and near misses abound.
+        for iteration in 0..<4_000 {
+            // Zero-heavy buffers that start with a start code, so start codes and near misses abound;
+            // every other one is long and mostly random, so the scanner's 64-byte blocks are covered
+            // with start codes at every offset within and across them.
             var data: [UInt8] = Bool.random(using: &rng) ? [0, 0, 0, 1] : [0, 0, 1]
-            data += (0..<Int.random(in: 0...40, using: &rng)).map { _ in
-                UInt8.random(in: 0...3, using: &rng) == 0
-                    ? UInt8.random(in: 0...255, using: &rng) : UInt8.random(in: 0...1, using: &rng)
+            let long = iteration.isMultiple(of: 2)
+            let randomShare: UInt8 = long ? 30 : 3
+            let length = Int.random(in: long ? 60...400 : 0...40, using: &rng)
+            for _ in 0..<length {
+                let random = UInt8.random(in: 0...randomShare, using: &rng) != 0
+                data.append(random ? UInt8.random(in: 0...255, using: &rng) : UInt8.random(in: 0...1, using: &rng))
             }
             #expect(H264FrameParser.annexBUnits(in: data) == referenceScan(data), "\(data)")
+        }
+    }
+
+    @Test("the 00 00 0x search finds the first triple a byte-by-byte search finds")
+    func zeroZeroLowMatchesReference() {
+        var rng = SeededGenerator(seed: 5)
+        for _ in 0..<4_000 {
+            let count = Int.random(in: 0...300, using: &rng)
+            let zeroOdds = [2, 4, 64, 1_000].randomElement(using: &rng) ?? 64
+            var data: [UInt8] = []
+            for _ in 0..<count {
+                let zero = Int.random(in: 0...zeroOdds, using: &rng) == 0
+                // Small values often, so triples, near misses and lone `00 0x` lanes abound.
+                let small = Bool.random(using: &rng)
+                data.append(
+                    zero ? 0 : small ? UInt8.random(in: 1...5, using: &rng) : UInt8.random(in: 6...255, using: &rng)
+                )
+            }
+            let from = Int.random(in: 0...(count + 1), using: &rng)
+            let to = Int.random(in: 0...(count + 2), using: &rng)
+            let last = max(from, min(to, count) - 2)
+            let expected = (from..<last).first { data[$0] == 0 && data[$0 + 1] == 0 && data[$0 + 2] <= 3 }
+            let found = data.withUnsafeBytes { ZeroZeroLow.first(in: $0, from: from, to: to) }
+            #expect(found == expected, "\(data) from \(from) to \(to)")
+        }
+    }
+
+    @Test("the 00 00 0x search finds a lone triple at every offset across its 64-byte blocks")
+    func zeroZeroLowAtEveryOffset() {
+        for from in 0..<3 {
+            for position in from..<200 {
+                // A near miss (`00 00 04`) after the one real triple and a lone `00 03` before it.
+                var data = [UInt8](repeating: 0x80, count: 260)
+                data.replaceSubrange(250..<253, with: [0, 0, 4])
+                data.replaceSubrange(position..<(position + 3), with: [0, 0, UInt8(position % 4)])
+                if position >= from + 8 { data.replaceSubrange((position - 6)..<(position - 4), with: [0, 3]) }
+                let found = data.withUnsafeBytes { ZeroZeroLow.first(in: $0, from: from, to: data.count) }
+                #expect(found == position, "triple at \(position), search from \(from)")
+            }
         }
     }
 

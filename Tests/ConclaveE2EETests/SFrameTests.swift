@@ -117,6 +117,32 @@ struct SFrameTests {
         #expect(opened.data == plain)
     }
 
+    @Test("sframe H264 escapes sealed units whose bytes need it and opens them again")
+    func escapedH264Units() throws {
+        var rng = SeededGenerator(seed: 13)
+        let plain = idrFrame(&rng, sliceSize: 900) + nalUnit(header: 0x65, size: 600, using: &rng)
+        let call = makeCall(format: .sframe)
+        // Sender 0x10000 gives key id 0x01000000, so every SFrame header is `B0+counter 01 00 00 00`: each
+        // sealed unit needs an escape, which takes the second (escaping) pass of the sealer and the
+        // unescaping path of the opener.
+        let sealed = try call.makeEncryptor(codec: .h264, senderID: 0x10000).encrypt(frame(.h264, plain))
+        let units = H264FrameParser.annexBUnits(in: sealed.data)
+        #expect(units.map(\.type) == H264FrameParser.annexBUnits(in: plain).map(\.type))
+        for unit in units where unit.type == 5 {
+            let payload = Array(sealed.data[(unit.headerIndex + 1)..<unit.end])
+            // Config byte `1 011 0 CCC` (4-byte key id, counter inline), then the escaped key id.
+            #expect(payload.first.map { $0 & 0xF8 } == 0xB0)
+            #expect(Array(payload.dropFirst().prefix(4)) == [0x01, 0x00, 0x00, 0x03])
+            for index in 0..<max(0, payload.count - 2) {
+                #expect(!(payload[index] == 0 && payload[index + 1] == 0 && payload[index + 2] <= 2))
+            }
+            let unescaped = EmulationPrevention.unescape(payload[...])
+            #expect(try SFrameHeader.parse(unescaped[...]).header.keyID == 0x0100_0000)
+        }
+        let opened = try call.makeDecryptor(codec: .h264, senderID: 0x10000).decrypt(sealed)
+        #expect(opened.data == plain)
+    }
+
     @Test("sframe VP8 keeps the 10-byte keyframe header and the 3-byte delta header clear")
     func vp8ClearHeader() throws {
         var rng = SeededGenerator(seed: 12)

@@ -64,6 +64,61 @@ struct JournalTests {
         #expect(read.damagedTailOffset == nil)
     }
 
+    @Test("Records reach the file at commit (one write per batch), and a sync a second later commits too")
+    func commitBatches() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("t.journal").path
+        let writer = try JournalWriter(path: path, header: Self.header)
+        let headerSize = writer.size
+        func frame(_ index: Int) -> EncodedFrame {
+            EncodedFrame(
+                codec: .vp8,
+                data: [UInt8](repeating: UInt8(index), count: 100),
+                rtpTimestamp: UInt32(index),
+                isKeyframe: index == 0
+            )
+        }
+        // The first append syncs (nothing was synced by a frame yet); the next ones wait for a commit.
+        try writer.append(frame(0), arrivalMicroseconds: 0)
+        try writer.append(frame(1), arrivalMicroseconds: 10_000)
+        try writer.append(frame(2), arrivalMicroseconds: 20_000)
+        #expect(try JournalContents(path: path).records.count == 1)
+        try writer.commit()
+        #expect(writer.size > headerSize)
+        #expect(try JournalContents(path: path).records.count == 3)
+        try writer.append(frame(3), arrivalMicroseconds: 500_000)
+        #expect(try JournalContents(path: path).records.count == 3)
+        // A second after the last sync, the append itself commits and syncs.
+        try writer.append(frame(4), arrivalMicroseconds: 1_000_000)
+        #expect(try JournalContents(path: path).records.count == 5)
+        try writer.close()
+    }
+
+    @Test("Record checksums are the standard CRC-32, so journals of every version read alike")
+    func standardChecksum() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("t.journal").path
+        _ = try writeSample(to: path, frames: 1)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        // Magic (8), header length (4), header; then the frame record: type, flags, RTP timestamp
+        // (4), arrival (8), length (4), data, CRC (4).
+        let headerLength = bytes[8..<12].reduce(0) { $0 << 8 | Int($1) }
+        let start = 12 + headerLength
+        let length = bytes[(start + 14)..<(start + 18)].reduce(0) { $0 << 8 | Int($1) }
+        let end = start + 18 + length
+        let stored = bytes[end..<(end + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        // Bit by bit, as the standard defines it (reflected, polynomial 0xEDB88320).
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes[start..<end] {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        #expect(stored == crc ^ 0xFFFF_FFFF)
+        #expect(length > 8, "the sample frame exercises the eight-byte steps")
+    }
+
     @Test("A journal cut at any byte (a crash mid-write) yields every complete record before the cut")
     func cutAnywhere() throws {
         let directory = try TestPaths.temporaryDirectory()

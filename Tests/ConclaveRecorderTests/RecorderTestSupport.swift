@@ -191,8 +191,15 @@ func play(_ events: [SimulatedPublisher.Event], into recorder: CallRecorder, fro
     let ordered = events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(
         \.element
     )
+    // As RecordingSession feeds it: batches of 50 ms, each followed by a commit, and a tick every
+    // 500 ms.
     var nextTick = start + 500_000
+    var nextCommit = start + 50_000
     for event in ordered {
+        while event.time >= nextCommit {
+            recorder.commit()
+            nextCommit += 50_000
+        }
         while event.time >= nextTick {
             recorder.tick(now: nextTick)
             nextTick += 500_000
@@ -204,6 +211,7 @@ func play(_ events: [SimulatedPublisher.Event], into recorder: CallRecorder, fro
             recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
         }
     }
+    recorder.commit()
 }
 
 func testLogger() -> Logger {

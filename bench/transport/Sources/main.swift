@@ -181,47 +181,11 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("b
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: directory) }
 let media = directory.appendingPathComponent("feed.webm").path
-_ = try run(
-    "ffmpeg",
-    [
-        "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x480:rate=30", "-f", "lavfi", "-i",
-        "sine=frequency=440:sample_rate=48000", "-t", "12", "-c:v", "libvpx", "-b:v", "1M", "-minrate", "1M",
-        "-maxrate",
-        "1M", "-deadline", "realtime", "-cpu-used", "8", "-g", "60", "-c:a", "libopus", "-b:a", "32k", "-y", media,
-    ]
-)
+try RemoteFeeds.makeMedia(at: media)
 
 for feeds in feedCounts {
     let room = try await admin.createRoom(.init(room: UInt64(100 + feeds), publishers: feeds + 2, videoCodecs: ["vp8"]))
-    var ffmpegs: [Process] = []
-    for index in 0..<feeds {
-        let (data, _) = try await admin.request(
-            [
-                "request": "add_remote_publisher", "room": .id(room), "display": .string("\(index):Remote \(index)"),
-                "iface": .string(bed.janusAddress),
-                "streams": [
-                    ["type": "audio", "mindex": 0, "mid": "0", "codec": "opus"],
-                    ["type": "video", "mindex": 1, "mid": "1", "codec": "vp8"],
-                ],
-            ],
-            name: "add_remote_publisher"
-        )
-        guard let port = data["port"]?.intValue else { throw TestBedError("add_remote_publisher gave no port") }
-        let target = "rtp://\(bed.janusAddress):\(port)"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "ffmpeg", "-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i", media, "-map", "0:a", "-c", "copy",
-            "-ssrc",
-            "1000",
-            "-payload_type", "111", "-f", "rtp", target, "-map", "0:v", "-c", "copy", "-ssrc", "1010", "-payload_type",
-            "96", "-f", "rtp", target,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        ffmpegs.append(process)
-    }
+    let remote = try await RemoteFeeds.start(count: feeds, room: room, media: media, bed: bed, admin: admin)
     let session = try await connection.createSession()
     let listener = try await RoomListener.join(on: session, room: room, display: nil)
     let observer = CountingObserver()
@@ -255,9 +219,7 @@ for feeds in feedCounts {
             wall
         )
     )
-    // SIGKILL: children inherit the spawning thread's signal mask, in which SIGTERM is blocked.
-    for process in ffmpegs { kill(process.processIdentifier, SIGKILL) }
-    for process in ffmpegs { process.waitUntilExit() }
+    remote.stop()
     await subscription.close()
     await listener.leave()
     try? await session.destroy()
