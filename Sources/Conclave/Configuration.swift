@@ -20,6 +20,8 @@ public struct ConclaveConfiguration: Sendable, Hashable {
     public var iceAddresses: [String] = []
     public var stunServer: STUNServer?
     public var turnServers: [TURNServer] = []
+    /// `ice.transportPolicy`: `relay` sends media only through the TURN servers (nil: `all`).
+    public var iceTransportPolicy: ICETransportPolicy?
     /// Where device and call keys live (`--data-dir`).
     public var dataDirectory: String?
     /// Where `--record` puts recordings when no folder is given.
@@ -169,7 +171,7 @@ public enum ConfigurationFile {
             }
 
             if let ice = self.object(object["ice"], at: "ice") {
-                unknownKeys(ice, known: ["addresses", "stun", "turn"], at: "ice")
+                unknownKeys(ice, known: ["addresses", "stun", "turn", "transportPolicy"], at: "ice")
                 if let addresses = array(ice["addresses"], at: "ice.addresses") {
                     for (index, item) in addresses.enumerated() {
                         guard let address = string(item, at: "ice.addresses[\(index)]") else { continue }
@@ -199,12 +201,29 @@ public enum ConfigurationFile {
                         let username = string(turn["username"], at: "\(at).username") ?? ""
                         let password = string(turn["password"], at: "\(at).password") ?? ""
                         do {
-                            configuration.turnServers.append(
-                                try ICEServerText.turn(url, username: username, password: password)
-                            )
+                            let server = try ICEServerText.turn(url, username: username, password: password)
+                            if server.transport == .tls {
+                                issue(
+                                    "\(at).url",
+                                    "TURN over TLS (turns:) is not supported: libnice would connect without TLS; "
+                                        + "use turn:...?transport=tcp or udp"
+                                )
+                            } else {
+                                configuration.turnServers.append(server)
+                            }
                         } catch {
                             issue("\(at).url", error.description)
                         }
+                    }
+                }
+                if let policy = string(ice["transportPolicy"], at: "ice.transportPolicy") {
+                    if let value = ICETransportPolicy(rawValue: policy) {
+                        configuration.iceTransportPolicy = value
+                        if value == .relay, configuration.turnServers.isEmpty {
+                            issue("ice.transportPolicy", "\"relay\" needs at least one server in ice.turn")
+                        }
+                    } else {
+                        issue("ice.transportPolicy", "must be \"all\" or \"relay\", not \"\(policy)\"")
                     }
                 }
             }

@@ -56,12 +56,20 @@ public final class MediaTransport: Sendable {
         public var stunServer: STUNServer?
         /// TURN relays.
         public var turnServers: [TURNServer]
+        /// `.relay` sends media only through the TURN relays (WebRTC's `iceTransportPolicy`).
+        public var iceTransportPolicy: ICETransportPolicy
 
         /// Creates a configuration.
-        public init(localAddresses: [String] = [], stunServer: STUNServer? = nil, turnServers: [TURNServer] = []) {
+        public init(
+            localAddresses: [String] = [],
+            stunServer: STUNServer? = nil,
+            turnServers: [TURNServer] = [],
+            iceTransportPolicy: ICETransportPolicy = .all
+        ) {
             self.localAddresses = localAddresses
             self.stunServer = stunServer
             self.turnServers = turnServers
+            self.iceTransportPolicy = iceTransportPolicy
         }
     }
 
@@ -100,6 +108,10 @@ public final class MediaTransport: Sendable {
         /// The peer's candidates so far (from descriptions and trickle): an ICE restart clears
         /// libnice's remote candidates, and a peer answering a restart may not repeat unchanged ones.
         var remoteCandidates: [String] = []
+        /// Candidates trickled before the peer's credentials were known, and whether its end of
+        /// candidates came too: applied with the credentials (see `addRemoteCandidate`).
+        var heldCandidates: [String] = []
+        var heldEndOfCandidates = false
     }
 
     private let inner = Mutex(Inner())
@@ -121,7 +133,8 @@ public final class MediaTransport: Sendable {
                 role: controlling ? .controlling : .controlled,
                 localAddresses: configuration.localAddresses,
                 stunServer: configuration.stunServer,
-                turnServers: configuration.turnServers
+                turnServers: configuration.turnServers,
+                transportPolicy: configuration.iceTransportPolicy
             ),
             logger: logger,
             datagramHandler: { datagram in box.value?.receive(datagram) }
@@ -157,12 +170,14 @@ public final class MediaTransport: Sendable {
         let credentials = try await ice.localCredentials()
         // Host candidates on the given addresses arrive at once; wait briefly for gathering to end
         // so the first description already carries them (the rest are trickled).
+        // Relay only: wait for the relayed candidate (a TURN allocation takes a round trip), so
+        // that the description carries it and checks against the peer's candidates include it.
         var candidates: [ICECandidate] = []
         var complete = false
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             let lines = try await ice.currentLocalCandidates()
-            candidates = lines.compactMap { try? ICECandidate(parsing: $0) }
+            candidates = lines.filter(admitsLocalCandidate).compactMap { try? ICECandidate(parsing: $0) }
             if !candidates.isEmpty {
                 complete = true
                 break
@@ -178,9 +193,24 @@ public final class MediaTransport: Sendable {
         )
     }
 
+    /// Whether a local candidate may be signalled: every one, or only relayed ones under the
+    /// relay-only policy (libnice's force-relay keeps others out of its checks, but the peer
+    /// must not learn or try our own addresses either).
+    private func admitsLocalCandidate(_ line: String) -> Bool {
+        guard ice.configuration.transportPolicy == .relay else { return true }
+        return (try? ICECandidate(parsing: line))?.type == "relay"
+    }
+
     private var configurationHasNoServers: Bool {
         ice.configuration.stunServer == nil && ice.configuration.turnServers.isEmpty
     }
+
+    /// The first DTLS retransmission timeout (RFC 6347 suggests 1 s, doubling). Our first flight
+    /// often leaves as soon as our side of ICE works, before Janus's side has selected the pair and
+    /// accepts DTLS, so it is dropped; with 1 s the retransmission added a second to about half of
+    /// all joins. Browsers start at a few tens of milliseconds; 100 ms, doubling, costs a handful of
+    /// extra datagrams at most.
+    static let dtlsInitialRetransmissionTimeout = Duration.milliseconds(100)
 
     /// Applies the peer's ICE parameters and prepares DTLS in `role` against its fingerprint.
     public func start(remote: RemoteTransportParameters, role: DTLSRole) async throws {
@@ -188,7 +218,11 @@ public final class MediaTransport: Sendable {
         let fingerprint = DTLSFingerprint(algorithm: .sha256, digest: remote.fingerprint.digest)
         let dtls = try DTLSTransport(
             certificate: certificate,
-            configuration: DTLSTransport.Configuration(role: role, remoteFingerprint: fingerprint),
+            configuration: DTLSTransport.Configuration(
+                role: role,
+                remoteFingerprint: fingerprint,
+                initialRetransmissionTimeout: Self.dtlsInitialRetransmissionTimeout
+            ),
             logger: logger,
             send: { [ice] datagram in _ = ice.send(datagram) }
         )
@@ -200,10 +234,11 @@ public final class MediaTransport: Sendable {
     /// transport closes. Returns the task doing it.
     func trickleCandidates(to handle: JanusHandle) -> Task<Void, Never> {
         let candidates = ice.localCandidates
-        return Task {
+        return Task { [self] in
             for await event in candidates {
                 switch event {
                 case .candidate(let line):
+                    guard admitsLocalCandidate(line) else { continue }
                     try? await handle.trickle(.candidate(line, sdpMid: "0", sdpMLineIndex: 0))
                 case .endOfCandidates:
                     try? await handle.trickle(.completed)
@@ -222,7 +257,9 @@ public final class MediaTransport: Sendable {
             if inner.state != .closed { inner.state = .connecting }
         }
         stateContinuation.yield(.connecting)
-        let candidates = try await ice.currentLocalCandidates().compactMap { try? ICECandidate(parsing: $0) }
+        let candidates = try await ice.currentLocalCandidates().filter(admitsLocalCandidate).compactMap {
+            try? ICECandidate(parsing: $0)
+        }
         logger.notice("ICE restarted", metadata: ["candidates": "\(candidates.count)"])
         return LocalTransportParameters(
             iceUfrag: credentials.ufrag,
@@ -239,10 +276,15 @@ public final class MediaTransport: Sendable {
         let (changed, known) = inner.withLock { ($0.remoteUfrag != remote.iceUfrag, $0.remoteCandidates) }
         guard changed else { return }
         try await ice.setRemoteCredentials(ICECredentials(ufrag: remote.iceUfrag, password: remote.icePwd))
-        let lines = remote.candidates.isEmpty ? known : remote.candidates.map(\.trickleString)
-        inner.withLock {
-            $0.remoteUfrag = remote.iceUfrag
-            $0.remoteCandidates = lines
+        let described = remote.candidates.isEmpty ? known : remote.candidates.map(\.trickleString)
+        let (lines, heldEnd) = inner.withLock { inner -> ([String], Bool) in
+            inner.remoteUfrag = remote.iceUfrag
+            let lines = described + inner.heldCandidates.filter { !described.contains($0) }
+            let heldEnd = inner.heldEndOfCandidates
+            inner.remoteCandidates = lines
+            inner.heldCandidates = []
+            inner.heldEndOfCandidates = false
+            return (lines, heldEnd)
         }
         for line in lines {
             do {
@@ -251,14 +293,29 @@ public final class MediaTransport: Sendable {
                 logger.debug("skipping remote candidate", metadata: ["error": "\(error)"])
             }
         }
-        if remote.endOfCandidates || remote.candidates.isEmpty && !known.isEmpty {
+        if remote.endOfCandidates || heldEnd || remote.candidates.isEmpty && !known.isEmpty {
             try await ice.addRemoteEndOfCandidates()
         }
     }
 
     /// Adds a candidate the peer trickled (`candidate:...`).
+    ///
+    /// A candidate that arrives before the peer's description (Janus trickles its own right after
+    /// sending a subscriber offer, while the answer is still being made) is held until the
+    /// credentials are known: libnice checks a pair at once, and a check without the peer's
+    /// password fails the pair for good. With host candidates the peer's own check rescued that
+    /// pair; through a TURN relay nothing can, since the relay admits the peer's checks only
+    /// after ours have created a permission.
     public func addRemoteCandidate(_ line: String) async {
-        inner.withLock { $0.remoteCandidates.append(line) }
+        let ready = inner.withLock { inner -> Bool in
+            guard inner.remoteUfrag != nil else {
+                inner.heldCandidates.append(line)
+                return false
+            }
+            inner.remoteCandidates.append(line)
+            return true
+        }
+        guard ready else { return }
         do {
             try await ice.addRemoteCandidate(line)
         } catch {
@@ -266,9 +323,13 @@ public final class MediaTransport: Sendable {
         }
     }
 
-    /// The peer has no more candidates.
+    /// The peer has no more candidates (held, like candidates, until its credentials are known).
     public func remoteEndOfCandidates() async {
-        try? await ice.addRemoteEndOfCandidates()
+        let ready = inner.withLock { inner -> Bool in
+            if inner.remoteUfrag == nil { inner.heldEndOfCandidates = true }
+            return inner.remoteUfrag != nil
+        }
+        if ready { try? await ice.addRemoteEndOfCandidates() }
     }
 
     /// Protects and sends one RTP packet (the buffer needs room for the SRTP trailer).

@@ -232,8 +232,12 @@ public final class Publisher: Sendable {
     /// are ignored.
     public func send(_ frame: EncodedFrame) {
         let now = MediaClock.now()
+        var deferredKeyframe = false
         // Tracks are mutated in place: copying one out would copy its packet history.
         let packets = state.withLock { state -> [[UInt8]] in
+            if frame.codec.kind == .video, state.video?.sender.dueKeyframeRequest(now: now) == true {
+                deferredKeyframe = true
+            }
             switch frame.codec.kind {
             case .audio:
                 guard state.audio?.codec == frame.codec else { return [] }
@@ -256,6 +260,7 @@ public final class Publisher: Sendable {
             }
         }
         for packet in packets { transport.sendRTP(packet) }
+        if deferredKeyframe { keyframeContinuation.yield(frame.codec) }
     }
 
     /// Restarts ICE: new local credentials, a new offer through `configure`, Janus's new answer

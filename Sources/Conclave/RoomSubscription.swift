@@ -153,14 +153,17 @@ public final class RoomSubscription: Sendable {
             if let subscriber = state.withLock({ $0.subscriber }) {
                 try await subscriber.add(feeds: feeds)
             } else {
+                // Frames are decrypted on the receive thread as they complete, one hop fewer.
+                let receiver = MediaReceiver(crypto: configuration.crypto)
                 let subscriber = try await Subscriber.subscribe(
                     on: session,
                     room: configuration.room,
                     feeds: feeds,
                     transport: configuration.transport,
+                    frameHandler: receiver.handle,
                     logger: logger
                 )
-                start(subscriber)
+                start(subscriber, receiver: receiver)
             }
         } catch {
             logger.warning("could not subscribe", metadata: ["feeds": "\(feeds)", "error": "\(error)"])
@@ -189,8 +192,7 @@ public final class RoomSubscription: Sendable {
         }
     }
 
-    private func start(_ subscriber: Subscriber) {
-        let receiver = MediaReceiver(subscriber: subscriber, crypto: configuration.crypto)
+    private func start(_ subscriber: Subscriber, receiver: MediaReceiver) {
         let observers = self.observers
         let media = Task {
             for await item in receiver.media {

@@ -47,7 +47,7 @@ public final class Subscriber: Sendable {
     public let handle: VideoRoomHandle
     /// The secure transport.
     public let transport: MediaTransport
-    /// Complete frames from every subscribed stream.
+    /// Complete frames from every subscribed stream (unless a frame handler takes them).
     public let frames: AsyncStream<SubscribedFrame>
     /// Sender reports of the subscribed streams.
     public let senderReports: AsyncStream<SubscribedSenderReport>
@@ -78,20 +78,29 @@ public final class Subscriber: Sendable {
         var sessionVersion: UInt64 = 1
         var layout: [VideoRoom.SubscribedStream] = []
         var unknownPackets = 0
+        /// 20 ms ticks so far; every 50th sends receiver reports.
+        var ticks = 0
+        /// Where complete frames go instead of `frames`, if set (see `subscribe`).
+        var frameHandler: (@Sendable (SubscribedFrame) -> Void)?
     }
 
     /// Subscribes to `feeds` in `room`; returns once media can flow.
+    ///
+    /// With `frameHandler`, complete frames are passed to it synchronously on the receive thread
+    /// (where packets are handled; it must not block) and ``frames`` stays empty. That saves a
+    /// thread hop per frame for consumers that only hand frames on, such as ``MediaReceiver``.
     public static func subscribe(
         on session: JanusSession,
         room: UInt64,
         feeds: [UInt64],
         privateID: UInt64? = nil,
         transport configuration: MediaTransport.Configuration = .init(),
+        frameHandler: (@Sendable (SubscribedFrame) -> Void)? = nil,
         logger: Logger = Logger(label: "conclave.subscriber")
     ) async throws -> Subscriber {
         let handle = try await VideoRoomHandle.attach(to: session)
         let transport = try MediaTransport(configuration: configuration, controlling: false, logger: logger)
-        let subscriber = Subscriber(handle: handle, transport: transport, logger: logger)
+        let subscriber = Subscriber(handle: handle, transport: transport, frameHandler: frameHandler, logger: logger)
         do {
             let (streams, offer) = try await handle.joinAsSubscriber(
                 room: room,
@@ -107,10 +116,16 @@ public final class Subscriber: Sendable {
         }
     }
 
-    private init(handle: VideoRoomHandle, transport: MediaTransport, logger: Logger) {
+    private init(
+        handle: VideoRoomHandle,
+        transport: MediaTransport,
+        frameHandler: (@Sendable (SubscribedFrame) -> Void)?,
+        logger: Logger
+    ) {
         self.handle = handle
         self.transport = transport
         self.logger = logger
+        state.withLock { $0.frameHandler = frameHandler }
         (frames, frameContinuation) = AsyncStream.makeStream(of: SubscribedFrame.self, bufferingPolicy: .unbounded)
         (senderReports, reportContinuation) = AsyncStream.makeStream(
             of: SubscribedSenderReport.self,
@@ -278,7 +293,9 @@ public final class Subscriber: Sendable {
     private func receiveRTP(_ bytes: [UInt8]) {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MediaClock.now()
+        var handler: (@Sendable (SubscribedFrame) -> Void)?
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            handler = state.frameHandler
             var mid = state.midBySSRC[packet.ssrc]
             if mid == nil, let id = state.midExtensionID, let value = packet.extensionValue(id: id) {
                 let candidate = String(decoding: value, as: UTF8.self)
@@ -293,12 +310,24 @@ public final class Subscriber: Sendable {
             }
             // Mutate the stream in place: copying it out would copy its jitter buffer's storage.
             if state.streams[mid]?.ssrc != packet.ssrc { state.streams[mid]?.ssrc = packet.ssrc }
-            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), let stream = state.streams[mid]
+            // Most packets complete nothing and ask for nothing: then the stream is not copied out.
+            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), !output.isEmpty,
+                let stream = state.streams[mid]
             else { return ([], []) }
             return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
         }
-        for frame in frames { frameContinuation.yield(frame) }
+        hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
+    }
+
+    /// Passes frames to the synchronous handler, or else to `frames`.
+    private func hand(_ frames: [SubscribedFrame], to handler: (@Sendable (SubscribedFrame) -> Void)?) {
+        guard !frames.isEmpty else { return }
+        if let handler {
+            for frame in frames { handler(frame) }
+        } else {
+            for frame in frames { frameContinuation.yield(frame) }
+        }
     }
 
     private func receiveRTCP(_ bytes: [UInt8]) {
@@ -338,30 +367,36 @@ public final class Subscriber: Sendable {
         return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
     }
 
-    /// Timeouts and NACK retries every 20 ms; receiver reports every second.
+    /// Timeouts and NACK retries every 20 ms; receiver reports every second. The timer runs on the
+    /// ICE loop thread, beside the receive path: a Swift task sleeping in a loop cost a timer
+    /// wakeup and two thread hops 50 times a second per subscription, which was most of the cost
+    /// of receiving one feed.
     private func startTicking() {
-        track { [weak self] in
-            var ticks = 0
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(20))
-                guard let self else { return }
-                self.tick(report: ticks % 50 == 0)
-                ticks += 1
-            }
+        transport.ice.repeatOnLoop(every: .milliseconds(20)) { [weak self] in
+            guard let self else { return false }
+            self.tick()
+            return true
         }
     }
 
-    private func tick(report: Bool) {
+    private func tick() {
         let now = MediaClock.now()
+        var handler: (@Sendable (SubscribedFrame) -> Void)?
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            handler = state.frameHandler
+            let report = state.ticks % 50 == 0
+            state.ticks += 1
             var frames: [SubscribedFrame] = []
             var feedback: [[UInt8]] = []
             var blocks: [RTCPReportBlock] = []
-            for mid in state.streams.keys {
+            // Over a copy of the keys: iterating the dictionary's own key view keeps a second
+            // reference to its storage, so the first mutation below copied the whole dictionary
+            // (and then each jitter buffer's packet ring) on every tick.
+            for mid in Array(state.streams.keys) {
                 // In place, as in receiveRTP: no copy of the jitter buffer.
                 guard let output = state.streams[mid]?.buffer.tick(now: now) else { continue }
                 if report, let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
-                guard let stream = state.streams[mid] else { continue }
+                guard !output.isEmpty, let stream = state.streams[mid] else { continue }
                 let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
                 frames += f
                 feedback += b
@@ -374,7 +409,7 @@ public final class Subscriber: Sendable {
             }
             return (frames, feedback)
         }
-        for frame in frames { frameContinuation.yield(frame) }
+        hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
     }
 

@@ -119,6 +119,29 @@ final class GLibEventLoop: @unchecked Sendable {
         if let thread { pthread_detach(thread) }
     }
 
+    /// Calls `body` on the loop thread every `milliseconds` until it returns false or the loop
+    /// shuts down. A GLib timeout on the thread that already wakes for every datagram: periodic
+    /// work costs no thread hop and no timer thread of its own.
+    func repeatEvery(milliseconds: UInt32, _ body: @escaping @Sendable () -> Bool) {
+        guard !lifecycle.withLock({ $0.stopping }) else { return }
+        let source = g_timeout_source_new(guint(max(milliseconds, 1)))
+        g_source_set_priority(source, G_PRIORITY_DEFAULT)
+        g_source_set_callback(
+            source,
+            { data in
+                guard let data else { return 0 }
+                return Unmanaged<RepeatingBox>.fromOpaque(data).takeUnretainedValue().run() ? 1 : 0
+            },
+            Unmanaged.passRetained(RepeatingBox(loop: self, body)).toOpaque(),
+            { data in if let data { Unmanaged<RepeatingBox>.fromOpaque(data).release() } }
+        )
+        g_source_attach(source, context)
+        g_source_unref(source)
+    }
+
+    /// Whether shutdown has begun (repeating work then stops).
+    fileprivate var isStopping: Bool { lifecycle.withLock { $0.stopping } }
+
     private func attach(_ body: @escaping @Sendable () -> Void) {
         let source = g_idle_source_new()
         g_source_set_priority(source, G_PRIORITY_DEFAULT)
@@ -177,6 +200,26 @@ final class ClosureBox: Sendable {
     func run() {
         _ = published.load(ordering: .acquiring)
         body()
+    }
+}
+
+/// A repeating closure for `repeatEvery`; it holds the loop weakly (the loop owns the source).
+final class RepeatingBox: Sendable {
+    private let body: @Sendable () -> Bool
+    private weak let loop: GLibEventLoop?
+    private let published = Atomic<Bool>(false)
+
+    init(loop: GLibEventLoop, _ body: @escaping @Sendable () -> Bool) {
+        self.loop = loop
+        self.body = body
+        published.store(true, ordering: .releasing)
+    }
+
+    /// Runs the body; false removes the source.
+    func run() -> Bool {
+        _ = published.load(ordering: .acquiring)
+        guard let loop, !loop.isStopping else { return false }
+        return body()
     }
 }
 

@@ -37,6 +37,8 @@ public actor ICEAgent {
         public var portRange: ClosedRange<UInt16>?
         /// Regular nomination (what browsers and Janus use) rather than aggressive.
         public var regularNomination: Bool
+        /// `.relay` uses relayed candidates only (libnice's "force-relay"); needs a TURN server.
+        public var transportPolicy: ICETransportPolicy
 
         public init(
             role: Role,
@@ -45,7 +47,8 @@ public actor ICEAgent {
             turnServers: [TURNServer] = [],
             iceTCP: Bool = false,
             portRange: ClosedRange<UInt16>? = nil,
-            regularNomination: Bool = true
+            regularNomination: Bool = true,
+            transportPolicy: ICETransportPolicy = .all
         ) {
             self.role = role
             self.localAddresses = localAddresses
@@ -54,6 +57,7 @@ public actor ICEAgent {
             self.iceTCP = iceTCP
             self.portRange = portRange
             self.regularNomination = regularNomination
+            self.transportPolicy = transportPolicy
         }
     }
 
@@ -91,6 +95,19 @@ public actor ICEAgent {
         }
         if let stun = configuration.stunServer { _ = try Self.niceAddress(stun.address, field: "STUN server") }
         for turn in configuration.turnServers { _ = try Self.niceAddress(turn.address, field: "TURN server") }
+        if let tls = configuration.turnServers.first(where: { $0.transport == .tls }) {
+            // libnice opens NICE_RELAY_TYPE_TURN_TLS as a plain TCP connection in RFC 5245 mode
+            // (TLS framing exists only for Google and Microsoft compatibility), so accepting it
+            // would send what the user asked to be encrypted in the clear.
+            throw .invalidConfiguration(
+                field: "TURN server \(tls.address):\(tls.port)",
+                reason: "TURN over TLS (turns:) is not supported: libnice would connect without TLS; "
+                    + "use turn:...?transport=tcp or udp"
+            )
+        }
+        if configuration.transportPolicy == .relay, configuration.turnServers.isEmpty {
+            throw .invalidConfiguration(field: "transport policy", reason: "relay only, but no TURN server is given")
+        }
 
         let (candidates, candidatesContinuation) = AsyncStream.makeStream(of: ICECandidateEvent.self)
         let (states, statesContinuation) = AsyncStream.makeStream(of: ICEConnectionState.self)
@@ -126,6 +143,8 @@ public actor ICEAgent {
         cshim_g_object_set_boolean(object, "ice-udp", 1)
         // Keepalives as binding requests (not indications), which consent freshness relies on.
         cshim_g_object_set_boolean(object, "keepalive-conncheck", 1)
+        // Relay only: host and server-reflexive candidates are neither signalled nor paired.
+        cshim_g_object_set_boolean(object, "force-relay", configuration.transportPolicy == .relay ? 1 : 0)
         if let stun = configuration.stunServer {
             cshim_g_object_set_string(object, "stun-server", stun.address)
             cshim_g_object_set_uint(object, "stun-server-port", guint(stun.port))
@@ -308,6 +327,18 @@ public actor ICEAgent {
 
     /// The current state of the component.
     public nonisolated var state: ICEConnectionState { handle.callbacks.state.withLock { $0 } }
+
+    /// Calls `body` on the agent's loop thread (where datagrams are handled) every `interval`,
+    /// until it returns false or the agent closes. For per-stream timers such as NACK retries:
+    /// they then share the thread that is awake for packets anyway.
+    public nonisolated func repeatOnLoop(every interval: Duration, _ body: @escaping @Sendable () -> Bool) {
+        let parts = interval.components
+        let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        loop.repeatEvery(milliseconds: UInt32(clamping: max(milliseconds, 1)), body)
+    }
+
+    /// The candidate pair media uses, nil until ICE selects one.
+    public nonisolated var selectedPair: ICESelectedPair? { handle.callbacks.selectedPair.withLock { $0 } }
 
     // MARK: Data
 

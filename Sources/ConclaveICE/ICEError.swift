@@ -16,6 +16,8 @@ public enum ICEError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidCredentials(field: String, reason: String)
     /// libnice rejected an operation (`step` is the libnice function).
     case operationFailed(step: String)
+    /// Settings that cannot work together (relay-only without a TURN server, say).
+    case invalidConfiguration(field: String, reason: String)
     /// The agent was closed.
     case closed
 
@@ -29,6 +31,7 @@ public enum ICEError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unsupportedCandidate(let candidate, let reason): "unsupported ICE candidate (\(reason)): \"\(candidate)\""
         case .invalidCredentials(let field, let reason): "invalid remote ICE \(field): \(reason)"
         case .operationFailed(let step): "ICE operation failed: \(step)"
+        case .invalidConfiguration(let field, let reason): "invalid ICE \(field): \(reason)"
         case .closed: "the ICE agent is closed"
         }
     }

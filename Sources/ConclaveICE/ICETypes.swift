@@ -34,6 +34,42 @@ public struct TURNServer: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "TURNServer(\(transport) \(address):\(port), user \(username))" }
 }
 
+/// Which local candidates ICE may use (WebRTC's `iceTransportPolicy`).
+public enum ICETransportPolicy: String, Sendable, Hashable, CaseIterable {
+    /// Host, server-reflexive and relayed candidates.
+    case all
+    /// Relayed candidates only: media always goes through a TURN server, so the peer never learns
+    /// our addresses and only the TURN server's port needs to be open.
+    case relay
+}
+
+/// The kind of an ICE candidate (RFC 8445 section 5.1.1).
+public enum ICECandidateType: String, Sendable, Hashable {
+    case host
+    case serverReflexive = "srflx"
+    case peerReflexive = "prflx"
+    case relayed = "relay"
+}
+
+/// The candidate pair ICE selected for media.
+public struct ICESelectedPair: Sendable, Hashable {
+    /// Our candidate, as an SDP candidate value.
+    public var local: String
+    /// Its kind: `.relayed` when media goes through a TURN server.
+    public var localType: ICECandidateType
+    /// The peer's candidate, as an SDP candidate value.
+    public var remote: String
+    /// Its kind.
+    public var remoteType: ICECandidateType
+
+    public init(local: String, localType: ICECandidateType, remote: String, remoteType: ICECandidateType) {
+        self.local = local
+        self.localType = localType
+        self.remote = remote
+        self.remoteType = remoteType
+    }
+}
+
 /// Local or remote ICE credentials (`a=ice-ufrag`, `a=ice-pwd`).
 public struct ICECredentials: Sendable, Hashable, CustomStringConvertible {
     public var ufrag: String

@@ -13,6 +13,8 @@ final class NiceCallbacks: Sendable {
     /// `datagrams`: the per-packet path without a copy or a task hop.
     let datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?
     let state = Mutex(ICEConnectionState.disconnected)
+    /// The pair libnice selected last, nil before one is.
+    let selectedPair = Mutex<ICESelectedPair?>(nil)
 
     init(
         logger: Logger,
@@ -106,13 +108,14 @@ let onSelectedPair:
         gpointer?
     ) -> Void = { agent, _, _, local, remote, data in
         guard let agent, let local, let remote, let callbacks = NiceCallbacks.from(data) else { return }
-        callbacks.logger.debug(
-            "ICE selected pair",
-            metadata: [
-                "local": "\(candidateLine(agent: agent, candidate: local) ?? "?")",
-                "remote": "\(candidateLine(agent: agent, candidate: remote) ?? "?")",
-            ]
+        let pair = ICESelectedPair(
+            local: candidateLine(agent: agent, candidate: local) ?? "?",
+            localType: ICECandidateType(local.pointee.type),
+            remote: candidateLine(agent: agent, candidate: remote) ?? "?",
+            remoteType: ICECandidateType(remote.pointee.type)
         )
+        callbacks.selectedPair.withLock { $0 = pair }
+        callbacks.logger.debug("ICE selected pair", metadata: ["local": "\(pair.local)", "remote": "\(pair.remote)"])
     }
 
 /// `NiceAgentRecvFunc`: `void (NiceAgent *, guint stream_id, guint component_id, guint len,
@@ -131,4 +134,15 @@ let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
 let releaseCallbacks: GClosureNotify = { data, _ in
     guard let data else { return }
     Unmanaged<NiceCallbacks>.fromOpaque(data).release()
+}
+
+extension ICECandidateType {
+    init(_ type: NiceCandidateType) {
+        switch type {
+        case NICE_CANDIDATE_TYPE_HOST: self = .host
+        case NICE_CANDIDATE_TYPE_SERVER_REFLEXIVE: self = .serverReflexive
+        case NICE_CANDIDATE_TYPE_PEER_REFLEXIVE: self = .peerReflexive
+        default: self = .relayed
+        }
+    }
 }

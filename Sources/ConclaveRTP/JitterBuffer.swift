@@ -163,13 +163,39 @@ public struct JitterBufferOutput: Sendable {
     public var nack: [UInt16] = []
     /// A keyframe request to send now.
     public var keyframeRequest: KeyframeRequest? = nil
+    /// The reception report that leads the feedback compound, set whenever there is feedback.
+    public var reportBlock: RTCPReportBlock? = nil
 
     /// Whether there is nothing to do.
     public var isEmpty: Bool { frames.isEmpty && nack.isEmpty && keyframeRequest == nil }
 
-    /// The RTCP feedback packets this output asks for, from `senderSSRC` about `mediaSSRC`.
+    /// Whether this output asks for any RTCP feedback.
+    public var hasFeedback: Bool { !nack.isEmpty || keyframeRequest != nil }
+
+    /// The RTCP feedback packets this output asks for, from `senderSSRC` about `mediaSSRC`, to be
+    /// sent as one compound packet.
+    ///
+    /// The compound starts with a receiver report carrying a report block about `mediaSSRC`, as
+    /// RFC 3550 §6.1 requires of every compound packet. This is not a formality: a receive-only
+    /// peer has no SSRC the SFU knows, so Janus finds the stream a compound packet is about from
+    /// the SSRC in its first report block or transport-layer feedback (NACK). It does not look
+    /// into payload-specific feedback, so a PLI or FIR sent on its own is dropped before it can
+    /// reach the publisher.
     public func feedbackPackets(senderSSRC: UInt32, mediaSSRC: UInt32) -> [RTCPPacket] {
-        var packets: [RTCPPacket] = []
+        guard hasFeedback else { return [] }
+        var block =
+            reportBlock
+            ?? RTCPReportBlock(
+                ssrc: mediaSSRC,
+                fractionLost: 0,
+                cumulativeLost: 0,
+                extendedHighestSequence: 0,
+                jitter: 0,
+                lastSenderReport: 0,
+                delaySinceLastSenderReport: 0
+            )
+        block.ssrc = mediaSSRC
+        var packets: [RTCPPacket] = [.receiverReport(RTCPReceiverReport(ssrc: senderSSRC, reports: [block]))]
         if !nack.isEmpty {
             packets.append(
                 .genericNACK(RTCPGenericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, sequenceNumbers: nack))
@@ -281,6 +307,12 @@ public struct JitterBuffer: Sendable {
 
     /// Takes one received packet (new, reordered or retransmitted) that arrived at `arrival`.
     public mutating func receive(_ packet: RTPPacket, arrival: MonotonicTime) -> JitterBufferOutput {
+        var output = receivePacket(packet, arrival: arrival)
+        if output.hasFeedback { output.reportBlock = makeReportBlock(now: arrival) }
+        return output
+    }
+
+    private mutating func receivePacket(_ packet: RTPPacket, arrival: MonotonicTime) -> JitterBufferOutput {
         var output = JitterBufferOutput()
         statistics.packets += 1
         statistics.bytes += UInt64(packet.buffer.count)
@@ -364,6 +396,7 @@ public struct JitterBuffer: Sendable {
         guard nextSequence != nil else { return output }
         if !missing.isEmpty { collectNacks(now: now, into: &output) }
         assemble(now: now, into: &output)
+        if output.hasFeedback { output.reportBlock = makeReportBlock(now: now) }
         return output
     }
 

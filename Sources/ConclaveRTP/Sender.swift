@@ -188,10 +188,12 @@ public struct RTPSender: Sendable {
     public var history: RTPPacketHistory
     /// The media clock rate.
     public let clockRate: UInt32
-    /// The least time between two keyframe requests passed to the source.
+    /// The least time between two keyframe requests passed to the source. A request within this
+    /// time of the previous one is deferred, not dropped: see ``dueKeyframeRequest(now:)``.
     public var keyframeRequestInterval: Duration = .milliseconds(300)
 
     private var lastKeyframeRequest: MonotonicTime?
+    private var keyframeRequestDeferred = false
     private var lastFIRSequence: [UInt32: UInt8] = [:]
     private var lastFrameTime: (timestamp: UInt32, time: MonotonicTime)?
     /// NACKed packets answered.
@@ -275,9 +277,27 @@ public struct RTPSender: Sendable {
     }
 
     private mutating func keyframeRequest(now: MonotonicTime) -> [RTPSenderAction] {
-        if let last = lastKeyframeRequest, now.since(last) < keyframeRequestInterval { return [] }
+        if let last = lastKeyframeRequest, now.since(last) < keyframeRequestInterval {
+            // The keyframe made for the previous request may have been sent before this receiver
+            // could use it (an SFU asks once for each subscriber that joins, and two can join
+            // within the interval), so the request is kept for later instead of dropped.
+            keyframeRequestDeferred = true
+            return []
+        }
         lastKeyframeRequest = now
+        keyframeRequestDeferred = false
         return [.requestKeyframe]
+    }
+
+    /// Whether a keyframe request deferred by the throttle is now due; true once per deferral.
+    /// Call it regularly (each frame sent is often enough) and ask the source for a keyframe when
+    /// it returns true.
+    public mutating func dueKeyframeRequest(now: MonotonicTime) -> Bool {
+        guard keyframeRequestDeferred, let last = lastKeyframeRequest, now.since(last) >= keyframeRequestInterval
+        else { return false }
+        keyframeRequestDeferred = false
+        lastKeyframeRequest = now
+        return true
     }
 
     /// A sender report for `now`, whose wall-clock time is `wallClock`; the RTP timestamp is

@@ -37,6 +37,7 @@ struct ConfigCommand: ParsableCommand {
                 if !configuration.turnServers.isEmpty {
                     set.append("\(configuration.turnServers.count) TURN server(s)")
                 }
+                if configuration.iceTransportPolicy == .relay { set.append("relay only") }
                 if let crypto = configuration.crypto { set.append("crypto \(crypto.rawValue)") }
                 if let codec = configuration.videoCodec { set.append("video \(codec)") }
                 if !set.isEmpty { print("  " + set.joined(separator: ", ")) }

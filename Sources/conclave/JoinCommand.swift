@@ -197,7 +197,7 @@ struct CallOptions: ParsableArguments {
     @Option(help: "STUN server, host[:port].")
     var stun: String?
 
-    @Option(help: "TURN server, turn:host[:port][?transport=udp|tcp] or turns:host[:port] (repeat).")
+    @Option(help: "TURN server, turn:host[:port][?transport=udp|tcp] (repeat; turns: is refused, libnice has no TLS).")
     var turn: [String] = []
 
     @Option(name: .customLong("turn-credentials"), help: "TURN username:password for every --turn.")
@@ -249,7 +249,8 @@ struct CallOptions: ParsableArguments {
         var configuration = MediaTransport.Configuration(
             localAddresses: addresses,
             stunServer: settings.stunServer,
-            turnServers: settings.turnServers
+            turnServers: settings.turnServers,
+            iceTransportPolicy: settings.iceTransportPolicy ?? .all
         )
         do {
             if let stun { configuration.stunServer = try ICEServerText.stun(stun) }
@@ -261,6 +262,11 @@ struct CallOptions: ParsableArguments {
             }
         } catch {
             throw ValidationError("\(error)")
+        }
+        if configuration.turnServers.contains(where: { $0.transport == .tls }) {
+            throw ValidationError(
+                "--turn turns:... is not supported: libnice would connect without TLS; use turn:...?transport=tcp"
+            )
         }
         return configuration
     }

@@ -180,10 +180,10 @@ struct ICEAgentTests {
         await agent.close()
     }
 
-    @Test("STUN and TURN (UDP, TCP, TLS) configuration is accepted by address, host names are refused")
+    @Test("STUN and TURN (UDP, TCP) configuration is accepted by address; host names and TURN over TLS are refused")
     func serverConfiguration() async throws {
         // Nothing is gathered, so nothing is sent; the servers are only registered with libnice.
-        let servers = [TURNServer.Transport.udp, .tcp, .tls].map { transport in
+        let servers = [TURNServer.Transport.udp, .tcp].map { transport in
             TURNServer(address: "127.0.0.1", port: 3478, transport: transport, username: "user", password: "secret")
         }
         let agent = try ICEAgent(
@@ -210,6 +210,21 @@ struct ICEAgentTests {
                 ),
                 logger: .init(label: "t")
             )
+        }
+        // libnice would open a plain TCP connection for it: refused rather than silently unencrypted.
+        let tls = TURNServer(address: "127.0.0.1", port: 5349, transport: .tls, username: "u", password: "p")
+        #expect {
+            _ = try ICEAgent(configuration: .init(role: .controlling, turnServers: [tls]), logger: .init(label: "t"))
+        } throws: { error in
+            guard case ICEError.invalidConfiguration(_, let reason) = error else { return false }
+            return reason.contains("TLS")
+        }
+        let relayWithoutServer = ICEAgent.Configuration(role: .controlling, transportPolicy: .relay)
+        #expect {
+            _ = try ICEAgent(configuration: relayWithoutServer, logger: .init(label: "t"))
+        } throws: { error in
+            guard case ICEError.invalidConfiguration = error else { return false }
+            return true
         }
         #expect(throws: ICEError.invalidAddress(field: "STUN server", value: "stun.example.com")) {
             _ = try ICEAgent(

@@ -386,6 +386,29 @@ struct JitterBufferTests {
         #expect(buffer.statistics.nackedPackets == 1)
     }
 
+    /// A PLI for a delta frame at the start must travel in a compound packet that starts with a
+    /// receiver report about the stream: an SFU routes feedback from a receive-only peer by the
+    /// SSRC of that report block (Janus drops a PLI sent on its own).
+    @Test func keyframeRequestsLeadWithAReceiverReportAboutTheStream() throws {
+        var buffer = JitterBuffer(configuration: .video(.vp8))
+        let delta = RTPHeader(marker: true, payloadType: 96, sequenceNumber: 7, timestamp: 3000, ssrc: 0x1111)
+            .serialize(payload: [0x90, 0x80, 0x02, 0x31, 0])
+        let output = buffer.receive(try RTPPacket(parsing: delta), arrival: .milliseconds(0))
+        #expect(output.frames.isEmpty, "a delta frame before any keyframe is not delivered")
+        #expect(output.keyframeRequest == .pli)
+        let compound = RTCPCompound.serialize(output.feedbackPackets(senderSSRC: 0x2222, mediaSSRC: 0x1111))
+        let parsed = try RTCPCompound.parse(compound)
+        guard case .receiverReport(let report) = parsed.first else {
+            Issue.record("the compound starts with \(String(describing: parsed.first))")
+            return
+        }
+        #expect(report.ssrc == 0x2222)
+        #expect(report.reports.map(\.ssrc) == [0x1111])
+        #expect(report.reports.first?.extendedHighestSequence == 7)
+        #expect(parsed.dropFirst() == [.pictureLossIndication(.init(senderSSRC: 0x2222, mediaSSRC: 0x1111))])
+        #expect(buffer.tick(now: .milliseconds(10)).feedbackPackets(senderSSRC: 0x2222, mediaSSRC: 0x1111).isEmpty)
+    }
+
     @Test func computesInterarrivalJitter() throws {
         var buffer = JitterBuffer(configuration: .audio())
         for seq in 0..<400 {

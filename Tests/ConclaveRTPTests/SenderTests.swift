@@ -35,9 +35,16 @@ struct SenderTests {
         let pli = RTCPPacket.pictureLossIndication(.init(senderSSRC: 1, mediaSSRC: 0xAAAA))
         #expect(sender.handle(pli, now: .milliseconds(0), arrivalNTP: zero) == [.requestKeyframe])
         #expect(sender.handle(pli, now: .milliseconds(100), arrivalNTP: zero).isEmpty)
+        // The throttled request is deferred, not forgotten: it falls due once the interval has passed.
+        let tooEarly = sender.dueKeyframeRequest(now: .milliseconds(200))
+        let due = sender.dueKeyframeRequest(now: .milliseconds(300))
+        let again = sender.dueKeyframeRequest(now: .milliseconds(700))
+        #expect(!tooEarly && due && !again)
         let fir = RTCPPacket.fullIntraRequest(.init(senderSSRC: 1, entries: [.init(ssrc: 0xAAAA, sequenceNumber: 4)]))
-        #expect(sender.handle(fir, now: .milliseconds(400), arrivalNTP: zero) == [.requestKeyframe])
-        #expect(sender.handle(fir, now: .milliseconds(800), arrivalNTP: zero).isEmpty)  // same FIR number
+        #expect(sender.handle(fir, now: .milliseconds(700), arrivalNTP: zero) == [.requestKeyframe])
+        #expect(sender.handle(fir, now: .milliseconds(1100), arrivalNTP: zero).isEmpty)  // same FIR number
+        let deferred = sender.dueKeyframeRequest(now: .milliseconds(1500))
+        #expect(!deferred, "a repeated FIR defers nothing")
         #expect(sender.pliReceived == 2 && sender.firReceived == 1)
     }
 

@@ -11,6 +11,7 @@ import Testing
         #expect(configuration.janusURL == "ws://127.0.0.1:8188")
         #expect(configuration.stunServer?.port == 3478)
         #expect(configuration.turnServers.count == 1)
+        #expect(configuration.iceTransportPolicy == .all)
         #expect(configuration.crypto == .ecall)
         #expect(configuration.videoCodec == .h264)
         #expect(configuration.videoFrameRate == 15)
@@ -42,6 +43,23 @@ import Testing
             issues.first { $0.keyPath == "janus.apiSecert" }?.problem.contains("apiSecret") == true,
             "typos get a suggestion"
         )
+    }
+
+    @Test func relayOnlyPolicyNeedsATurnServer() {
+        let relay = #"{"ice": {"turn": [{"url": "turn:198.18.0.1:3478"}], "transportPolicy": "relay"}}"#
+        let (configuration, issues) = ConfigurationFile.parse(Data(relay.utf8))
+        #expect(issues.isEmpty, "\(issues)")
+        #expect(configuration.iceTransportPolicy == .relay)
+        let noServer = #"{"ice": {"transportPolicy": "relay"}}"#
+        #expect(ConfigurationFile.parse(Data(noServer.utf8)).1.map(\.keyPath) == ["ice.transportPolicy"])
+        let tls = #"{"ice": {"turn": [{"url": "turns:198.18.0.1:5349"}]}}"#
+        let (tlsConfiguration, tlsIssues) = ConfigurationFile.parse(Data(tls.utf8))
+        #expect(tlsIssues.map(\.keyPath) == ["ice.turn[0].url"], "TURN over TLS is refused, not sent as plain TCP")
+        #expect(tlsConfiguration.turnServers.isEmpty)
+        let unknown = #"{"ice": {"transportPolicy": "direct"}}"#
+        let unknownIssues = ConfigurationFile.parse(Data(unknown.utf8)).1
+        #expect(unknownIssues.map(\.keyPath) == ["ice.transportPolicy"])
+        #expect(unknownIssues.first?.problem.contains("\"relay\"") == true)
     }
 
     @Test func brokenJSONIsOneIssueAtTheTop() {

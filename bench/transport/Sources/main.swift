@@ -230,58 +230,94 @@ await connection.close()
 
 // MARK: 3. SRTP unprotect throughput
 
-func opensslMegabytesPerSecond(_ cipher: String, bytes: Int) throws -> Double {
-    // The last line of `openssl speed -evp C -bytes N`: "<cipher> <N>k" in thousands of bytes/s.
-    let output = try run("openssl", ["speed", "-evp", cipher, "-bytes", "\(bytes)", "-seconds", "2"])
-    guard let line = output.split(separator: "\n").last(where: { $0.lowercased().hasPrefix(cipher) }),
+/// Thousands of bytes per second from the last line of an `openssl speed` run, in MB/s.
+func opensslMegabytesPerSecond(_ arguments: [String], label: String) throws -> Double {
+    let output = try run("openssl", ["speed"] + arguments + ["-seconds", "2"])
+    guard let line = output.split(separator: "\n").last(where: { $0.lowercased().hasPrefix(label) }),
         let field = line.split(separator: " ").last, let thousands = Double(field.dropLast())
     else { throw TestBedError("unexpected openssl speed output: \(output)") }
     return thousands / 1000
 }
 
+let payload = 1200
+let packetSize = payload + 12
+
+/// Unprotects packets in place through `SRTPSession`'s buffer API, as the receive path does.
 func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
     var key = [UInt8](repeating: 0, count: profile.masterKeyLength + profile.masterSaltLength)
     for index in key.indices { key[index] = UInt8(truncatingIfNeeded: index * 7 + 3) }
     let sender = try SRTPSession(profile: profile, direction: .outbound, keyAndSalt: key)
     let receiver = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: key)
-    let payload = 1200
     let batch = 20_000
+    let slot = packetSize + SRTPSession.trailerCapacity
+    var storage = [UInt8](repeating: 0, count: batch * slot)
+    var lengths = [Int](repeating: 0, count: batch)
     var total = 0.0
     var elapsed = Duration.zero
     var sequence: UInt16 = 0
     var timestamp: UInt32 = 0
     for _ in 0..<5 {
-        var packets: [[UInt8]] = []
-        packets.reserveCapacity(batch)
-        for _ in 0..<batch {
-            sequence &+= 1
-            timestamp &+= 3000
-            var packet: [UInt8] = [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
-            packet += withUnsafeBytes(of: timestamp.bigEndian) { Array($0) }
-            packet += [0x12, 0x34, 0x56, 0x78]
-            packet += [UInt8](repeating: 0xA5, count: payload)
-            try sender.protect(&packet)
-            packets.append(packet)
+        try storage.withUnsafeMutableBytes { buffer in
+            for index in 0..<batch {
+                sequence &+= 1
+                timestamp &+= 3000
+                let packet = UnsafeMutableRawBufferPointer(rebasing: buffer[(index * slot)..<((index + 1) * slot)])
+                let header: [UInt8] =
+                    [0x80, 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
+                    + withUnsafeBytes(of: timestamp.bigEndian) { Array($0) } + [0x12, 0x34, 0x56, 0x78]
+                packet.copyBytes(from: header)
+                for offset in 12..<packetSize { packet[offset] = 0xA5 }
+                lengths[index] = try sender.protect(packet, length: packetSize)
+            }
+            let start = ContinuousClock.now
+            for index in 0..<batch {
+                let packet = UnsafeMutableRawBufferPointer(rebasing: buffer[(index * slot)..<((index + 1) * slot)])
+                lengths[index] = try receiver.unprotect(packet, length: lengths[index])
+            }
+            elapsed += ContinuousClock.now - start
         }
-        let start = ContinuousClock.now
-        for index in packets.indices { try receiver.unprotect(&packets[index]) }
-        elapsed += ContinuousClock.now - start
-        total += Double(batch * (payload + 12))
+        total += Double(batch * packetSize)
     }
     return total / seconds(elapsed) / 1e6
 }
 
-for (profile, cipher) in [(SRTPProfile.aeadAES128GCM, "aes-128-gcm"), (.aes128CMHMACSHA1_80, "aes-128-ctr")] {
+/// libsrtp2's srtp_unprotect called directly from C (bench/transport/baseline), when `run` built it.
+func libsrtpMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double? {
+    guard let path = environment["BENCH_SRTP_BASELINE"], !path.isEmpty else { return nil }
+    let output = try run(path, [profile == .aeadAES128GCM ? "gcm" : "cm"])
+    return Double(output.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
+// OpenSSL at the packet size, in the shape SRTP uses the cipher: for GCM with `-aead` (a fresh IV,
+// the header as AAD and the tag per packet); for AES-CM with HMAC-SHA1, AES-CTR and HMAC-SHA1 each
+// over the packet, combined as one pass after the other (1 / (1/a + 1/b)).
+report(
+    "SRTP unprotect, \(packetSize)-byte packets (Debian's libsrtp2 does its crypto with NSS, not OpenSSL):"
+)
+for profile in [SRTPProfile.aeadAES128GCM, .aes128CMHMACSHA1_80] {
     let ours = try unprotectMegabytesPerSecond(profile)
-    let openssl = try opensslMegabytesPerSecond(cipher, bytes: 1024)
-    report(
-        String(
-            format: "SRTP unprotect %@ (1212-byte packets): %.0f MB/s; openssl speed %@ (1 kB): %.0f MB/s; ratio %.2f",
-            "\(profile)",
-            ours,
-            cipher,
-            openssl,
-            ours / openssl
+    let direct = try libsrtpMegabytesPerSecond(profile)
+    let openssl: Double
+    let opensslName: String
+    if profile == .aeadAES128GCM {
+        openssl = try opensslMegabytesPerSecond(
+            ["-aead", "-evp", "aes-128-gcm", "-bytes", "\(packetSize)"],
+            label: "aes-128-gcm"
         )
-    )
+        opensslName = "openssl speed -aead aes-128-gcm"
+    } else {
+        let ctr = try opensslMegabytesPerSecond(
+            ["-evp", "aes-128-ctr", "-bytes", "\(packetSize)"],
+            label: "aes-128-ctr"
+        )
+        let hmac = try opensslMegabytesPerSecond(["-hmac", "sha1", "-bytes", "\(packetSize)"], label: "hmac(sha1)")
+        openssl = 1 / (1 / ctr + 1 / hmac)
+        opensslName = "openssl speed aes-128-ctr + hmac sha1"
+    }
+    var line = String(format: "  %@: Conclave %.0f MB/s", "\(profile)", ours)
+    if let direct {
+        line += String(format: "; libsrtp from C %.0f MB/s (ratio %.2f)", direct, ours / direct)
+    }
+    line += String(format: "; %@ %.0f MB/s (ratio %.2f)", opensslName, openssl, ours / openssl)
+    report(line)
 }
