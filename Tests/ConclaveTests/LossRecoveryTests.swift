@@ -99,29 +99,47 @@ final class RecordingSource: EncodedFrameSource {
     /// recovers (it NACKs a publisher at most twice and retransmits to a subscriber at most once per
     /// 200 ms), so that case is measured by bench/transport instead.
     ///
-    /// In about one run in five a single packet is still lost for good (not yet explained; see the
-    /// issue), and the frames up to the next keyframe with it (about half a second). So: every lost
-    /// packet but at most one is recovered, at least 99% of the frames arrive when none is lost, and
-    /// at least 85% when one is.
+    /// What is measured is 240 frames of a stream that is already flowing: the loss starts once
+    /// the subscriber has video, and of 300 frames the first 30 and the last 30 are not counted.
+    /// Recovery needs packets around a loss, on both sides:
+    /// - At the start, a packet lost before Janus has seen any packet of the stream is never known
+    ///   to be missing (neither Janus nor we know where the stream begins); the subscriber asks for
+    ///   a keyframe instead, which costs the frames until it arrives (about 9 when this happened
+    ///   with the loss on from the first packet).
+    /// - At the end, Janus sends its retransmission requests to a publisher as later packets of
+    ///   the stream arrive (the second about 155 ms after the first), so a packet lost in the last
+    ///   frame gets at most one request (about one run in eight lost the last frame this way).
+    /// A tail packet lost for good may still count in `lost`, hence at most one.
     @Test func nackRecoversVideoUnderFivePercentRandomLoss() async throws {
-        let call = try await makeCall(frames: 240)
+        let head = 30
+        let measuredFrames = 240
+        let call = try await makeCall(frames: head + measuredFrames + 30)
+        let sender = call.sender
+        async let sending: Void = sender.run(pacer: MediaPacer(mode: .realTime))
+        try await call.observer.wait { ($0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0) > 0 }
         try call.bed.dropPackets(percent: 5, direction: .toJanus)
-        try await call.sender.run(pacer: MediaPacer(mode: .realTime))
+        try await sending
         try await Task.sleep(for: .seconds(1))  // last retransmissions
         try call.bed.clearImpairment()
 
         let sent = call.source.frames.withLock { $0.map(\.data) }
         let received = call.observer.seen.withLock { $0.frames[call.publisher.feedID]?[.vp8] ?? [] }
         let sentSet = Set(sent)
+        let receivedSet = Set(received)
+        let measured = Array(sent[head..<(head + measuredFrames)])
+        let missingFrames = measured.indices.filter { !receivedSet.contains(measured[$0]) }.map { $0 + head }
         let statistics = try #require(call.subscription.subscriber).statistics.values.first
         print(
-            "5% loss: \(received.count) of \(sent.count) frames; lost \(statistics?.lost ?? -1), "
-                + "NACKed \(statistics?.nackedPackets ?? 0), recovered \(statistics?.recovered ?? 0)"
+            "5% loss: \(measured.count - missingFrames.count) of \(measured.count) frames; "
+                + "lost \(statistics?.lost ?? -1), NACKed \(statistics?.nackedPackets ?? 0), "
+                + "recovered \(statistics?.recovered ?? 0), frames not delivered: \(missingFrames)"
         )
         let unrecovered = statistics?.lost ?? Int64.max
-        #expect(unrecovered <= 1, "NACK recovers every lost packet but at most one (\(unrecovered) lost)")
-        let share = unrecovered == 0 ? 0.99 : 0.85
-        #expect(Double(received.count) >= share * Double(sent.count), "\(received.count) of \(sent.count) frames")
+        #expect(unrecovered <= 1, "NACK recovers every lost packet but one in the tail (\(unrecovered) lost)")
+        #expect(
+            Double(measured.count - missingFrames.count) >= 0.99 * Double(measured.count),
+            "at least 99% of the frames arrive; missing: \(missingFrames)"
+        )
         #expect(received.allSatisfy { sentSet.contains($0) }, "every delivered frame is one that was sent")
         #expect((statistics?.nackedPackets ?? 0) > 0, "loss was really there and NACKed")
         await call.close()
