@@ -155,8 +155,8 @@ struct JoinCommand: AsyncParsableCommand {
 
 /// The media, status, ICE and lifetime options `join` and `rejoin` share.
 struct CallOptions: ParsableArguments {
-    @Option(help: "Configuration file (default: $CONCLAVE_CONFIG or ~/.config/conclave/conclave.json if present).")
-    var config: String?
+    @OptionGroup var configFile: ConfigFileOption
+    @OptionGroup var ice: ICEOptions
 
     @Option(help: "Audio to send: tone, a media file, or none.")
     var audio: String = "tone"
@@ -188,43 +188,12 @@ struct CallOptions: ParsableArguments {
     @Option(help: "Status output: tty (a live table), json (one line per second), none (logs only).")
     var status: StatusMode?
 
-    @Option(
-        name: .customLong("ice-address"),
-        help: "Local address to gather ICE candidates on (repeat; default $CONCLAVE_ICE_ADDRESS, else every interface)."
-    )
-    var iceAddresses: [String] = []
-
-    @Option(help: "STUN server, host[:port].")
-    var stun: String?
-
-    @Option(help: "TURN server, turn:host[:port][?transport=udp|tcp] (repeat; turns: is refused, libnice has no TLS).")
-    var turn: [String] = []
-
-    @Option(name: .customLong("turn-credentials"), help: "TURN username:password for every --turn.")
-    var turnCredentials: String?
-
     enum StatusMode: String, ExpressibleByArgument {
         case tty, json, none
     }
 
     /// The configuration file named by `--config`, or the default one if it exists.
-    func loadConfiguration() throws -> ConclaveConfiguration {
-        if let config {
-            do {
-                return try ConfigurationFile.load(path: config)
-            } catch {
-                throw CallCommandError(error.description)
-            }
-        }
-        guard let path = ConfigurationFile.defaultPath(), FileManager.default.fileExists(atPath: path) else {
-            return ConclaveConfiguration()
-        }
-        do {
-            return try ConfigurationFile.load(path: path)
-        } catch {
-            throw CallCommandError(error.description)
-        }
-    }
+    func loadConfiguration() throws -> ConclaveConfiguration { try configFile.load() }
 
     static func cryptoChoice(_ text: String) throws -> CallCryptoChoice {
         guard let choice = CallCryptoChoice(rawValue: text) else {
@@ -239,36 +208,7 @@ struct CallOptions: ParsableArguments {
     }
 
     func transport(_ settings: ConclaveConfiguration) throws -> MediaTransport.Configuration {
-        var addresses = iceAddresses
-        if addresses.isEmpty, let address = ProcessInfo.processInfo.environment["CONCLAVE_ICE_ADDRESS"],
-            !address.isEmpty
-        {
-            addresses = [address]
-        }
-        if addresses.isEmpty { addresses = settings.iceAddresses }
-        var configuration = MediaTransport.Configuration(
-            localAddresses: addresses,
-            stunServer: settings.stunServer,
-            turnServers: settings.turnServers,
-            iceTransportPolicy: settings.iceTransportPolicy ?? .all
-        )
-        do {
-            if let stun { configuration.stunServer = try ICEServerText.stun(stun) }
-            if !turn.isEmpty {
-                let parts = turnCredentials?.split(separator: ":", maxSplits: 1).map(String.init) ?? []
-                configuration.turnServers = try turn.map {
-                    try ICEServerText.turn($0, username: parts.first ?? "", password: parts.count > 1 ? parts[1] : "")
-                }
-            }
-        } catch {
-            throw ValidationError("\(error)")
-        }
-        if configuration.turnServers.contains(where: { $0.transport == .tls }) {
-            throw ValidationError(
-                "--turn turns:... is not supported: libnice would connect without TLS; use turn:...?transport=tcp"
-            )
-        }
-        return configuration
+        try ice.transport(settings)
     }
 }
 

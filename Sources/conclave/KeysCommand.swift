@@ -157,12 +157,14 @@ extension DeviceKeyType: ExpressibleByArgument {}
 
 /// Opens the key store and turns its errors into one clear line on standard error.
 enum KeyStoreAccess {
-    static func store(_ global: GlobalOptions) throws -> KeyStore {
-        try run { KeyStore(dataDirectory: try DataDirectory.resolve(override: global.dataDirectory)) }
+    /// The key store of `--data-dir`, else `configured` (the configuration file's
+    /// `dataDirectory`), else the default data directory.
+    static func store(_ global: GlobalOptions, configured: String? = nil) throws -> KeyStore {
+        try run { KeyStore(dataDirectory: try DataDirectory.resolve(override: global.dataDirectory ?? configured)) }
     }
 
-    static func identity(_ global: GlobalOptions) throws -> DeviceIdentity {
-        let store = try store(global)
+    static func identity(_ global: GlobalOptions, configured: String? = nil) throws -> DeviceIdentity {
+        let store = try store(global, configured: configured)
         return try run { try store.loadDeviceIdentity() }
     }
 

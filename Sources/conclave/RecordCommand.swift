@@ -27,6 +27,8 @@ struct RecordCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var janus: JanusOptions
+    @OptionGroup var configFile: ConfigFileOption
+    @OptionGroup var ice: ICEOptions
 
     @Option(help: "The VideoRoom room id.")
     var room: UInt64
@@ -42,7 +44,10 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("key-file"), help: "A file holding the call key as 64 hexadecimal characters.")
     var keyFile: String?
 
-    @Option(help: "Where to write the recording. Default: recordings/call-<id>-<UTC time>.")
+    @Option(
+        help:
+            "Where to write the recording. Default: call-<id>-<UTC time> in the configuration's recordingsDirectory, else in recordings/."
+    )
     var out: String?
 
     @Option(help: "Stop after this many seconds (default: until Ctrl-C or SIGTERM).")
@@ -51,17 +56,21 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "End-to-end encryption of the call: ecall (default), sframe, or none.")
     var crypto: Crypto = .ecall
 
-    @Option(name: .customLong("ice-address"), help: "Restrict ICE to this local address (repeatable).")
-    var iceAddresses: [String] = []
-
     @Option(help: "The display name the recorder joins the room with.")
     var display: String = "recorder"
 
     func run() async throws {
         let logger = global.makeLogger(label: "conclave.record")
-        let url = try janus.resolvedURL()
+        let settings = try configFile.load()
+        let environment = ProcessInfo.processInfo.environment
+        guard let url = janus.url ?? environment["CONCLAVE_JANUS_URL"] ?? settings.janusURL else {
+            throw ValidationError(
+                "no Janus URL: pass --janus ws://HOST:8188, set CONCLAVE_JANUS_URL, or janus.url in the configuration"
+            )
+        }
+        let transport = try ice.transport(settings)
         // Keys first: with no key there is nothing to record, so refuse before touching the network.
-        let key = try loadKey()
+        let key = try loadKey(dataDirectory: settings.dataDirectory)
         var frameCrypto: CallFrameCrypto?
         if let format = FrameCryptoFormat(rawValue: crypto.rawValue) {
             guard let key else {
@@ -74,10 +83,14 @@ struct RecordCommand: AsyncParsableCommand {
             callCrypto.keyRing.install(key.key, epoch: key.epoch)
             frameCrypto = callCrypto
         }
-        let directory = out ?? Self.defaultDirectory(callID: callID)
+        let directory = out ?? Self.defaultDirectory(callID: callID, in: settings.recordingsDirectory ?? "recordings")
 
         let signals = SignalWatcher()
-        let connection = try await JanusConnection.connect(to: url, options: janus.connectionOptions(), logger: logger)
+        var connectionOptions = janus.connectionOptions(configuredTimeout: settings.requestTimeout)
+        if connectionOptions.apiSecret == nil { connectionOptions.apiSecret = settings.apiSecret }
+        if connectionOptions.token == nil { connectionOptions.token = settings.token }
+        if janus.caFile == nil, let caFile = settings.caFile { connectionOptions.tls = TLSOptions(caFile: caFile) }
+        let connection = try await JanusConnection.connect(to: url, options: connectionOptions, logger: logger)
         let recording: RecordingSession
         do {
             recording = try RecordingSession(
@@ -114,7 +127,7 @@ struct RecordCommand: AsyncParsableCommand {
                 room: room,
                 ownFeedID: listener.joined.id,
                 crypto: frameCrypto,
-                transport: MediaTransport.Configuration(localAddresses: iceAddresses)
+                transport: transport
             ),
             initialPublishers: listener.joined.publishers,
             roomEvents: listener.roomEvents,
@@ -138,7 +151,7 @@ struct RecordCommand: AsyncParsableCommand {
         var epoch: UInt64
     }
 
-    private func loadKey() throws -> LoadedKey? {
+    private func loadKey(dataDirectory: String?) throws -> LoadedKey? {
         if let keyFile {
             let text = try readSecretFile(keyFile)
             do {
@@ -148,7 +161,7 @@ struct RecordCommand: AsyncParsableCommand {
             }
         }
         if let invitation {
-            let identity = try KeyStoreAccess.identity(global)
+            let identity = try KeyStoreAccess.identity(global, configured: dataDirectory)
             let text = try readSecretFile(invitation).trimmingCharacters(in: .whitespacesAndNewlines)
             do {
                 // The invitation `conclave call create` writes (the same file `join` reads), which
@@ -166,7 +179,7 @@ struct RecordCommand: AsyncParsableCommand {
             }
         }
         // A key stored for this call (by `conclave join` or an invitation handled earlier).
-        let store = try KeyStoreAccess.store(global)
+        let store = try KeyStoreAccess.store(global, configured: dataDirectory)
         guard store.hasDeviceIdentity else { return nil }
         let record = try KeyStoreAccess.run { try store.calls.record(for: callID) }
         guard let record else { return nil }
@@ -186,12 +199,13 @@ struct RecordCommand: AsyncParsableCommand {
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func defaultDirectory(callID: UInt64) -> String {
+    static func defaultDirectory(callID: UInt64, in parent: String) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd-HHmmss"
-        return "recordings/call-\(callID)-\(formatter.string(from: Date()))"
+        let name = "call-\(callID)-\(formatter.string(from: Date()))"
+        return parent.hasSuffix("/") ? parent + name : parent + "/" + name
     }
 
     static func printSummary(_ manifest: RecordingManifest, directory: String) {

@@ -1,5 +1,6 @@
 import ConclaveTestSupport
 import Foundation
+import JanusTestBed
 import Testing
 
 @Suite struct ConfigCommandTests {
@@ -53,5 +54,41 @@ import Testing
         )
         #expect(result.status != 0)
         #expect(result.errorOutput.contains("within 1.5 seconds"), "\(result.errorOutput)")
+    }
+
+    @Test func recordRefusesARelayPolicyWithoutATURNServer() throws {
+        let result = try conclave([
+            "record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "1", "--crypto", "none",
+            "--ice-policy", "relay",
+        ])
+        #expect(result.status != 0)
+        #expect(result.errorOutput.contains("--ice-policy relay needs a TURN server"), "\(result.errorOutput)")
+    }
+
+    @Test func recordTakesJanusICEAndItsFolderFromTheConfiguration() throws {
+        let bed = try TestJanus.shared()
+        let room = UInt64.random(in: 100_000...999_999)
+        let created = try conclave(["rooms", "create", "--janus", bed.webSocketURL, "--room", "\(room)"])
+        #expect(created.succeeded, "\(created.errorOutput)")
+        defer { _ = try? conclave(["rooms", "destroy", "--janus", bed.webSocketURL, "--room", "\(room)"]) }
+        let directory = try TestPaths.temporaryDirectory("conclave-config")
+        let recordings = directory.appendingPathComponent("my-recordings").path
+        let file = directory.appendingPathComponent("record.json")
+        try Data(
+            #"""
+            {"janus": {"url": "\#(bed.webSocketURL)"}, "ice": {"addresses": ["\#(bed.hostAddress)"]},
+             "recordingsDirectory": "\#(recordings)"}
+            """#.utf8
+        ).write(to: file)
+        let result = try conclave([
+            "record", "--config", file.path, "--room", "\(room)", "--call-id", "5", "--crypto", "none",
+            "--duration", "1",
+        ])
+        #expect(result.succeeded, "\(result.errorOutput)")
+        #expect(result.output.contains("into \(recordings)/call-5-"), "\(result.output)")
+        let made = try FileManager.default.contentsOfDirectory(atPath: recordings)
+        #expect(made.count == 1 && made[0].hasPrefix("call-5-"), "\(made)")
+        let manifest = "\(recordings)/\(made.first ?? "")/manifest.json"
+        #expect(FileManager.default.fileExists(atPath: manifest), "a finished recording has its manifest")
     }
 }
