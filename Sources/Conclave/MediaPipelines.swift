@@ -114,64 +114,23 @@ public final class MediaReceiver: Sendable {
     /// Decrypted frames and decryption failures, in arrival order.
     public let media: AsyncStream<ReceivedMedia>
     private let continuation: AsyncStream<ReceivedMedia>.Continuation
-    private let task: Mutex<Task<Void, Never>?>
-    private let direct: DirectDecryption?
-
-    /// Starts decrypting `subscriber`'s frames with `crypto` (nil: the call is not encrypted).
-    public init(subscriber: Subscriber, crypto: CallFrameCrypto?) {
-        (media, continuation) = AsyncStream.makeStream(of: ReceivedMedia.self, bufferingPolicy: .unbounded)
-        direct = nil
-        let continuation = self.continuation
-        task = Mutex(
-            Task {
-                var decryptors: [String: FrameDecryptor] = [:]
-                for await received in subscriber.frames {
-                    guard let crypto else {
-                        continuation.yield(.frame(received))
-                        continue
-                    }
-                    let key = "\(received.feedID)/\(received.mid)/\(received.frame.codec)"
-                    let decryptor =
-                        decryptors[key]
-                        ?? crypto.makeDecryptor(codec: received.frame.codec, senderID: received.feedID)
-                    decryptors[key] = decryptor
-                    do throws(FrameDecryptionError) {
-                        var clear = received
-                        clear.frame = try decryptor.decrypt(received.frame)
-                        continuation.yield(.frame(clear))
-                    } catch {
-                        continuation.yield(
-                            .undecryptable(
-                                feedID: received.feedID,
-                                mid: received.mid,
-                                codec: received.frame.codec,
-                                reason: error.reason
-                            )
-                        )
-                    }
-                }
-                continuation.finish()
-            }
-        )
-    }
+    private let direct: DirectDecryption
 
     /// Creates a receiver fed by ``handle(_:)``: pass that as the subscriber's frame handler
     /// (`Subscriber.subscribe(frameHandler:)`), so frames are decrypted on the receive thread and
     /// reach ``media`` without the extra hop through `Subscriber.frames`.
     public init(crypto: CallFrameCrypto?) {
         (media, continuation) = AsyncStream.makeStream(of: ReceivedMedia.self, bufferingPolicy: .unbounded)
-        task = Mutex(nil)
         direct = DirectDecryption(crypto: crypto, continuation: continuation)
     }
 
     /// Decrypts one frame and passes it on (thread-safe; for the subscriber's frame handler).
     @Sendable public func handle(_ received: SubscribedFrame) {
-        direct?.handle(received)
+        direct.handle(received)
     }
 
     /// Stops decrypting.
     public func stop() {
-        task.withLock { $0?.cancel() }
         continuation.finish()
     }
 }
