@@ -160,7 +160,7 @@ private final class DirectDecryption: Sendable {
         }
         do throws(FrameDecryptionError) {
             var clear = received
-            clear.frame = try decryptor.decrypt(received.frame)
+            (clear.frame, clear.keyEpoch) = try decryptor.decryptReportingEpoch(received.frame)
             continuation.yield(.frame(clear))
         } catch {
             continuation.yield(

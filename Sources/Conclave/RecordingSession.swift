@@ -19,7 +19,7 @@ public final class RecordingSession: CallMediaObserver {
     private enum Event: Sendable {
         case joined(UInt64, String?, Int64)
         case left(UInt64, Int64)
-        case frame(UInt64, MediaKind, EncodedFrame, Int64)
+        case frame(UInt64, MediaKind, EncodedFrame, Int64, keyEpoch: UInt64?)
         case undecryptable(UInt64, MediaKind, String, Int64)
         case senderReport(UInt64, MediaKind, UInt64, UInt32, Int64)
     }
@@ -88,8 +88,8 @@ public final class RecordingSession: CallMediaObserver {
                         recorder.participantJoined(feedID: feed, display: display, at: time)
                     case .left(let feed, let time):
                         recorder.participantLeft(feedID: feed, at: time)
-                    case .frame(let feed, let kind, let frame, let time):
-                        recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time)
+                    case .frame(let feed, let kind, let frame, let time, let keyEpoch):
+                        recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time, keyEpoch: keyEpoch)
                         last = max(last, time)
                     case .undecryptable(let feed, let kind, let reason, let time):
                         recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
@@ -149,7 +149,9 @@ public final class RecordingSession: CallMediaObserver {
                         inbox.events.append(Self.event(held, kind: kind, arrival: wallClock(held.arrival)))
                     }
                 }
-                inbox.events.append(.frame(received.feedID, kind, received.frame, arrival))
+                inbox.events.append(
+                    .frame(received.feedID, kind, received.frame, arrival, keyEpoch: received.keyEpoch)
+                )
             }
         case .undecryptable(let feedID, _, let codec, let reason):
             enqueue(.undecryptable(feedID, codec.kind, "\(reason)", now))

@@ -22,6 +22,9 @@ public struct SubscribedFrame: Sendable {
     public var ssrc: UInt32
     /// When the frame's last packet arrived (media clock, microseconds).
     public var arrival: MonotonicTime
+    /// The epoch of the call key that decrypted the frame; set by the receive pipeline, nil
+    /// before decryption and for frames that carried nothing encrypted.
+    public var keyEpoch: UInt64? = nil
 }
 
 /// A sender report received for a subscribed stream: the NTP/RTP mapping recordings use for sync.

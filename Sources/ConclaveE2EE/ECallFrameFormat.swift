@@ -124,11 +124,16 @@ public enum ECallFrameFormat {
     /// Unlike ECall iOS, which hands undecryptable frames to its decoder, this throws so the caller
     /// drops the frame. Slices are opened at their true offsets, so multi-slice frames also work.
     public static func openH264(_ frame: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
-        try openH264(frame, contexts: contexts(for: keys, codec: .h264))
+        var openedWith: Int?
+        return try openH264(frame, contexts: contexts(for: keys, codec: .h264), openedWith: &openedWith)
     }
 
-    /// `openH264(_:keys:)` with contexts kept for the keys, in the order to try them.
-    static func openH264(_ frame: [UInt8], contexts: [AESGCMContext]) throws(FrameDecryptionError) -> [UInt8] {
+    /// `openH264(_:keys:)` with contexts kept for the keys, in the order to try them. `openedWith`
+    /// is set to the index of the context that opened the frame's first sealed slice (nil when the
+    /// frame had nothing sealed).
+    static func openH264(_ frame: [UInt8], contexts: [AESGCMContext], openedWith: inout Int?)
+        throws(FrameDecryptionError) -> [UInt8]
+    {
         // Depacketized frames are always Annex-B (ECall's AVCC branch only matters inside iOS).
         let units = H264FrameParser.isAnnexB(frame) ? H264FrameParser.annexBUnits(in: frame) : []
         guard !units.isEmpty else {
@@ -184,7 +189,7 @@ public enum ECallFrameFormat {
                             (regionStart + AESGCMContext.nonceLength)..<(slice.end - AESGCMContext.tagLength)
                         ]
                     )
-                    let opened = contexts.contains { context in
+                    let opener = contexts.firstIndex { context in
                         context.open(
                             nonce: inputBase + regionStart,
                             aad: UnsafeRawBufferPointer(start: nil, count: 0),
@@ -193,7 +198,7 @@ public enum ECallFrameFormat {
                             plaintext: outputBase + written
                         )
                     }
-                    guard opened else {
+                    guard let opener else {
                         failure = FrameDecryptionError(
                             .authenticationFailed,
                             codec: .h264,
@@ -202,6 +207,7 @@ public enum ECallFrameFormat {
                         )
                         return
                     }
+                    if openedWith == nil { openedWith = opener }
                     written += ciphertext.count
                     copied = slice.end
                 }
@@ -254,11 +260,15 @@ public enum ECallFrameFormat {
 
     /// Opens an `ecall` audio packet, trying `keys` in order.
     public static func openAudio(_ packet: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
-        try openAudio(packet, contexts: contexts(for: keys, codec: .opus))
+        var openedWith: Int?
+        return try openAudio(packet, contexts: contexts(for: keys, codec: .opus), openedWith: &openedWith)
     }
 
-    /// `openAudio(_:keys:)` with contexts kept for the keys, in the order to try them.
-    static func openAudio(_ packet: [UInt8], contexts: [AESGCMContext]) throws(FrameDecryptionError) -> [UInt8] {
+    /// `openAudio(_:keys:)` with contexts kept for the keys, in the order to try them; `openedWith`
+    /// is set to the index of the context that opened the packet.
+    static func openAudio(_ packet: [UInt8], contexts: [AESGCMContext], openedWith: inout Int?)
+        throws(FrameDecryptionError) -> [UInt8]
+    {
         guard let first = packet.first else {
             throw FrameDecryptionError(.truncated, codec: .opus, at: 0, "empty audio frame")
         }
@@ -282,7 +292,7 @@ public enum ECallFrameFormat {
             throw FrameDecryptionError(.noKey, codec: .opus, "no call key installed")
         }
         let outputCount = packet.count - sealOverhead - 1
-        var opened = false
+        var opener: Int?
         let output = packet.withUnsafeBytes { input in
             // At least one byte, so an empty plaintext still has a buffer to point at.
             [UInt8](unsafeUninitializedCapacity: max(outputCount, 1)) { buffer, initializedCount in
@@ -291,7 +301,7 @@ public enum ECallFrameFormat {
                 let ciphertext = UnsafeRawBufferPointer(
                     rebasing: input[(1 + AESGCMContext.nonceLength)..<(packet.count - AESGCMContext.tagLength)]
                 )
-                opened = contexts.contains { context in
+                opener = contexts.firstIndex { context in
                     context.open(
                         nonce: inputBase + 1,
                         aad: UnsafeRawBufferPointer(start: nil, count: 0),
@@ -300,10 +310,10 @@ public enum ECallFrameFormat {
                         plaintext: plaintext
                     )
                 }
-                if opened { initializedCount = outputCount }
+                if opener != nil { initializedCount = outputCount }
             }
         }
-        guard opened else {
+        guard let opener else {
             throw FrameDecryptionError(
                 .authenticationFailed,
                 codec: .opus,
@@ -311,6 +321,7 @@ public enum ECallFrameFormat {
                 "GCM tag did not verify with \(contexts.count) key(s)"
             )
         }
+        openedWith = opener
         return output
     }
 

@@ -201,6 +201,15 @@ public final class FrameDecryptor: Sendable {
     /// The decrypted frame. A frame that does not decrypt is counted, may trigger the "key needed"
     /// callback, and is thrown as an error: the caller drops it and never hands it on as media.
     public func decrypt(_ frame: EncodedFrame) throws(FrameDecryptionError) -> EncodedFrame {
+        try decryptReportingEpoch(frame).frame
+    }
+
+    /// ``decrypt(_:)``, also telling the epoch of the key that opened the frame: nil when nothing
+    /// in it was encrypted (VP8 in `ecall`, which ECall sends in clear, or an H264 frame of
+    /// parameter sets only). Recordings list the epochs each track was really decrypted with.
+    public func decryptReportingEpoch(_ frame: EncodedFrame) throws(FrameDecryptionError)
+        -> (frame: EncodedFrame, keyEpoch: UInt64?)
+    {
         do {
             return try open(frame)
         } catch {
@@ -209,37 +218,49 @@ public final class FrameDecryptor: Sendable {
         }
     }
 
-    private func open(_ frame: EncodedFrame) throws(FrameDecryptionError) -> EncodedFrame {
+    private func open(_ frame: EncodedFrame) throws(FrameDecryptionError) -> (frame: EncodedFrame, keyEpoch: UInt64?) {
         let data = frame.data
         let codec = frame.codec
         let opened: [UInt8]
+        var epoch: UInt64?
         switch call.format {
         case .ecall:
             if codec == .vp8 {
                 call.warnVP8InClearOnce(direction: "receive")
-                return frame
+                return (frame, nil)
             }
             let candidates = call.keyRing.candidates(for: codec.kind)
             opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
                 if keys.ecallEntries != candidates {
                     try Self.remake(&keys, for: candidates, codec: codec)
                 }
-                return codec == .h264
-                    ? try ECallFrameFormat.openH264(data, contexts: keys.ecallContexts)
-                    : try ECallFrameFormat.openAudio(data, contexts: keys.ecallContexts)
+                var openedWith: Int?
+                let bytes =
+                    codec == .h264
+                    ? try ECallFrameFormat.openH264(data, contexts: keys.ecallContexts, openedWith: &openedWith)
+                    : try ECallFrameFormat.openAudio(data, contexts: keys.ecallContexts, openedWith: &openedWith)
+                if let openedWith, openedWith < keys.ecallEntries.count { epoch = keys.ecallEntries[openedWith].epoch }
+                return bytes
             }
         case .sframe:
             let call = call
             opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
                 try SFrameFrameFormat.open(data, codec: codec) {
                     (rawKeyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
-                    try Self.key(forKeyID: rawKeyID, codec: codec, call: call, cache: &keys.sframe)
+                    let (key, keyEpoch) = try Self.key(
+                        forKeyID: rawKeyID,
+                        codec: codec,
+                        call: call,
+                        cache: &keys.sframe
+                    )
+                    epoch = keyEpoch
+                    return key
                 }
             }
         }
         var output = frame
         output.data = opened
-        return output
+        return (output, epoch)
     }
 
     /// Makes the `ecall` contexts match `candidates`, keeping those whose key is still a candidate.
@@ -266,7 +287,7 @@ public final class FrameDecryptor: Sendable {
         codec: MediaCodec,
         call: CallFrameCrypto,
         cache: inout [UInt64: (entry: KeyRingEntry, key: SFrameKeyContext)]
-    ) throws(FrameDecryptionError) -> SFrameKeyContext {
+    ) throws(FrameDecryptionError) -> (SFrameKeyContext, UInt64) {
         let keyID = SFrameKeyID(rawValue: rawKeyID)
         guard let entry = call.keyRing.entry(epochByte: keyID.epoch, for: codec.kind) else {
             if call.keyRing.current() == nil {
@@ -278,12 +299,12 @@ public final class FrameDecryptor: Sendable {
                 "key id \(rawKeyID) (\(keyID)) is not in the key ring"
             )
         }
-        if let cached = cache[rawKeyID], cached.entry == entry { return cached.key }
+        if let cached = cache[rawKeyID], cached.entry == entry { return (cached.key, entry.epoch) }
         guard let key = SFrameKeyContext(material: SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID)) else {
             throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
         }
         if cache.count >= 16 { cache.removeAll() }
         cache[rawKeyID] = (entry, key)
-        return key
+        return (key, entry.epoch)
     }
 }

@@ -53,6 +53,8 @@ public final class CallRecorder {
         var journal: JournalWriter?
         let journalName: String
         var undecryptable = 0
+        /// The epochs of the keys this track's frames were decrypted with.
+        var keyEpochs: Set<UInt64> = []
         var error: String?
 
         init(kind: MediaKind, codec: MediaCodec, journal: JournalWriter?, journalName: String, error: String?) {
@@ -166,8 +168,9 @@ public final class CallRecorder {
         if let key = participantByFeed[feedID] { participants[key]?.pendingStartReason = "rejoined" }
     }
 
-    /// A decrypted frame of `feedID`'s `kind` stream.
-    public func frame(feedID: UInt64, kind: MediaKind, frame: EncodedFrame, arrival: Int64) {
+    /// A decrypted frame of `feedID`'s `kind` stream, opened with the key of `keyEpoch` (nil: the
+    /// frame was not encrypted).
+    public func frame(feedID: UInt64, kind: MediaKind, frame: EncodedFrame, arrival: Int64, keyEpoch: UInt64? = nil) {
         guard !finished else { return }
         let participant = participant(for: feedID, display: nil)
         var segment = activeSegment[feedID]
@@ -186,6 +189,7 @@ public final class CallRecorder {
         let track = track(kind, codec: frame.codec, in: active, participant: participant)
         // A track whose journal or file failed is stopped: nothing more is written for it.
         if track.error != nil { return }
+        if let keyEpoch { track.keyEpochs.insert(keyEpoch) }
         if let journal = track.journal {
             do {
                 try journal.append(frame, arrivalMicroseconds: arrival)
@@ -560,6 +564,7 @@ public final class CallRecorder {
                     progress,
                     kind: kind,
                     undecryptable: track.undecryptable,
+                    keyEpochs: track.keyEpochs.sorted(),
                     error: track.error
                 )
             )
@@ -584,7 +589,7 @@ public final class CallRecorder {
 }
 
 extension RecordingManifest.Track {
-    init(_ progress: TrackProgress, kind: MediaKind, undecryptable: Int, error: String?) {
+    init(_ progress: TrackProgress, kind: MediaKind, undecryptable: Int, keyEpochs: [UInt64]?, error: String?) {
         self.init(
             kind: kind,
             codec: progress.codec,
@@ -596,6 +601,7 @@ extension RecordingManifest.Track {
             framesWritten: progress.framesWritten,
             framesLost: progress.framesLost,
             framesUndecryptable: undecryptable,
+            keyEpochs: keyEpochs,
             framesDroppedBeforeKeyframe: progress.framesDroppedBeforeKeyframe,
             gaps: progress.gaps,
             gapSeconds: progress.gapMicroseconds.seconds,

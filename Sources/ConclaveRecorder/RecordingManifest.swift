@@ -66,6 +66,10 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
         public var framesWritten: Int
         public var framesLost: Int
         public var framesUndecryptable: Int
+        /// The epochs of the call keys the written frames were decrypted with (empty for a call
+        /// without end-to-end encryption; nil in manifests of earlier versions and after a repair
+        /// that had no manifest to take them from).
+        public var keyEpochs: [UInt64]?
         public var framesDroppedBeforeKeyframe: Int
         public var gaps: Int
         public var gapSeconds: Double

@@ -205,7 +205,15 @@ public enum RecordingRepair {
         for kind in [MediaKind.audio, .video] {
             guard let progress = muxer.tracks[kind] else { continue }
             let old = previous?.tracks.first { $0.kind == kind }
-            tracks.append(.init(progress, kind: kind, undecryptable: old?.framesUndecryptable ?? 0, error: nil))
+            tracks.append(
+                .init(
+                    progress,
+                    kind: kind,
+                    undecryptable: old?.framesUndecryptable ?? 0,
+                    keyEpochs: old?.keyEpochs,
+                    error: nil
+                )
+            )
         }
         let segment = RecordingManifest.Segment(
             index: header.segment,
@@ -263,6 +271,9 @@ public enum RecordingInspection {
                     let size = track.width.map { " \($0)x\(track.height ?? 0)" } ?? ""
                     lines.append(
                         "    \(track.kind) \(track.codec)\(size): \(duration), frames written \(track.framesWritten)/\(track.framesReceived), lost \(track.framesLost), undecryptable \(track.framesUndecryptable), gaps \(track.gaps) (\(String(format: "%.2f", track.gapSeconds)) s)"
+                            + (track.keyEpochs.flatMap { $0.isEmpty ? nil : $0 }.map {
+                                ", key epochs \($0.map(String.init).joined(separator: ","))"
+                            } ?? "")
                             + (track.error.map { "  ERROR \($0)" } ?? "")
                     )
                 }

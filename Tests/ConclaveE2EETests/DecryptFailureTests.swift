@@ -264,3 +264,40 @@ struct DecryptorFuzzTests {
         #expect(failures > 2_000)
     }
 }
+
+@Suite struct KeyEpochReportTests {
+    @Test(
+        "the decryptor tells which key epoch opened each frame",
+        arguments: [
+            (FrameCryptoFormat.ecall, MediaCodec.h264), (.ecall, .opus), (.sframe, .h264), (.sframe, .opus),
+            (.sframe, .vp8),
+        ]
+    )
+    func reportsTheEpoch(format: FrameCryptoFormat, codec: MediaCodec) throws {
+        var rng = SeededGenerator(seed: 31)
+        let first = CallKey.random()
+        let second = CallKey.random()
+        let sender = makeCall(format: format, key: first)
+        let receiver = makeCall(format: format, key: first)
+        receiver.keyRing.install(second, epoch: 1)  // `first` stays as the previous key
+        let encryptor = sender.makeEncryptor(codec: codec, senderID: 1)
+        let decryptor = receiver.makeDecryptor(codec: codec, senderID: 1)
+        let payload = codec == .opus ? [0x48] + rng.bytes(80) : codec == .h264 ? idrFrame(&rng) : rng.bytes(300)
+
+        let old = try decryptor.decryptReportingEpoch(try encryptor.encrypt(frame(codec, payload)))
+        #expect(old.keyEpoch == 0)
+        #expect(old.frame.data == payload)
+        sender.keyRing.install(second, epoch: 1)
+        let new = try decryptor.decryptReportingEpoch(try encryptor.encrypt(frame(codec, payload)))
+        #expect(new.keyEpoch == 1)
+        #expect(new.frame.data == payload)
+    }
+
+    @Test func ecallVP8IsInClearAndReportsNoEpoch() throws {
+        let call = makeCall(format: .ecall)
+        let vp8 = frame(.vp8, [0x31, 0x10, 0x00, 1, 2, 3])
+        let opened = try call.makeDecryptor(codec: .vp8, senderID: 1).decryptReportingEpoch(vp8)
+        #expect(opened.keyEpoch == nil)
+        #expect(opened.frame.data == vp8.data)
+    }
+}

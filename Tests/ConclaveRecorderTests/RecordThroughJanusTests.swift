@@ -219,6 +219,12 @@ struct RecordThroughJanusTests {
             let segment = try #require(participant.segments.first)
             let file = try #require(segment.file)
             #expect(file.hasSuffix(codec == .h264 ? ".mkv" : ".webm"))
+            // Every written frame was decrypted with the call key (epoch 0), except ECall's VP8,
+            // which travels in clear.
+            for track in segment.tracks {
+                let expected: [UInt64] = track.codec == .vp8 ? [] : [0]
+                #expect(track.keyEpochs == expected, "user\(index + 1) \(track.codec): \(track.keyEpochs ?? [])")
+            }
             let path = output.appendingPathComponent(file).path
             #expect(try FFmpeg.probeStreams(path).sorted() == [codec == .vp8 ? "vp8" : "h264", "opus"].sorted())
             #expect(try FFmpeg.decodeErrors(path) == "")
