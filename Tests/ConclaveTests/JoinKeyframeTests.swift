@@ -60,17 +60,11 @@ import Testing
                 transport: transport,
                 logger: logger
             )
-            let first = Task { () -> SubscribedFrame? in
+            // Generous: a keyframe takes one request round trip and one frame interval.
+            let frame = await withDeadline(.seconds(3)) { () -> SubscribedFrame? in
                 for await frame in subscriber.frames where frame.frame.codec == .vp8 { return frame }
                 return nil
             }
-            // Generous: a keyframe takes one request round trip and one frame interval.
-            let timeout = Task {
-                try await Task.sleep(for: .seconds(3))
-                first.cancel()
-            }
-            let frame = await first.value
-            timeout.cancel()
             let video = subscriber.statistics.values.first { $0.packets > 0 }
             #expect(
                 frame != nil,

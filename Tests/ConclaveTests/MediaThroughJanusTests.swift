@@ -84,7 +84,7 @@ import Testing
         let expected = sent.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } }
         var received: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
         var count = 0
-        let collector = Task {
+        (received, count) = await withDeadline(.seconds(10)) {
             var result: [UInt64: [MediaCodec: [[UInt8]]]] = [:]
             var total = 0
             for await frame in subscriber.frames {
@@ -94,12 +94,6 @@ import Testing
             }
             return (result, total)
         }
-        let timeout = Task {
-            try await Task.sleep(for: .seconds(10))
-            collector.cancel()
-        }
-        (received, count) = await collector.value
-        timeout.cancel()
 
         #expect(count == expected, "received \(count) of \(expected) frames")
         for publisher in publishers {

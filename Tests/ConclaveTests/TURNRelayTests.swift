@@ -69,7 +69,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(20))
         }
         let expected = sent.values.reduce(0) { $0 + $1.count }
-        let collector = Task {
+        let received = await withDeadline(.seconds(10)) {
             var received: [MediaCodec: [[UInt8]]] = [:]
             var total = 0
             for await frame in subscriber.frames {
@@ -79,12 +79,6 @@ import Testing
             }
             return received
         }
-        let timeout = Task {
-            try await Task.sleep(for: .seconds(10))
-            collector.cancel()
-        }
-        let received = await collector.value
-        timeout.cancel()
         for codec in [MediaCodec.opus, .vp8] {
             let got = received[codec] ?? []
             #expect(got.count == sent[codec]?.count, "\(codec): \(got.count) of \(sent[codec]?.count ?? 0) frames")
