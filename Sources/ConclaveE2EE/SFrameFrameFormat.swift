@@ -136,17 +136,8 @@ public enum SFrameFrameFormat {
             var written = 0
             var sealedIndex = 0
             for unit in units {
-                let clearCount = unit.headerIndex + 1 - unit.framingStart
-                (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
-                written += clearCount
+                if copyClearParts(of: unit, from: inputBase, to: output, written: &written) { continue }
                 let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
-                if isClearNALType(unit.type) {
-                    if let payloadBase = payload.baseAddress {
-                        (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
-                    }
-                    written += payload.count
-                    continue
-                }
                 let header = headers[sealedIndex]
                 sealedIndex += 1
                 guard
@@ -318,6 +309,26 @@ public enum SFrameFrameFormat {
         return output
     }
 
+    /// Copies what of `unit` stays clear to `output + written`: its framing (start code and NAL
+    /// header byte) always, and its payload too when the whole unit travels in clear. Returns
+    /// whether the unit is done (a clear one), so sealing and opening skip it.
+    @inline(__always)
+    private static func copyClearParts(
+        of unit: NALUnitRange,
+        from inputBase: UnsafeRawPointer,
+        to output: UnsafeMutableRawPointer,
+        written: inout Int
+    ) -> Bool {
+        let clearCount = unit.headerIndex + 1 - unit.framingStart
+        (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
+        written += clearCount
+        guard isClearNALType(unit.type) else { return false }
+        let payloadCount = unit.end - (unit.headerIndex + 1)
+        (output + written).copyMemory(from: inputBase + unit.headerIndex + 1, byteCount: payloadCount)
+        written += payloadCount
+        return true
+    }
+
     /// Opens the units of an H264 frame into `output`; returns the bytes written. `escapes` holds
     /// the offset of every `00 00 03` in the frame outside start codes.
     private static func openH264(
@@ -330,17 +341,8 @@ public enum SFrameFrameFormat {
         guard let inputBase = input.baseAddress else { return 0 }
         var written = 0
         for unit in units {
-            let clearCount = unit.headerIndex + 1 - unit.framingStart
-            (output + written).copyMemory(from: inputBase + unit.framingStart, byteCount: clearCount)
-            written += clearCount
+            if copyClearParts(of: unit, from: inputBase, to: output, written: &written) { continue }
             let payload = UnsafeRawBufferPointer(rebasing: input[(unit.headerIndex + 1)..<unit.end])
-            if isClearNALType(unit.type) {
-                if let payloadBase = payload.baseAddress {
-                    (output + written).copyMemory(from: payloadBase, byteCount: payload.count)
-                }
-                written += payload.count
-                continue
-            }
             let metadata = UnsafeRawBufferPointer(rebasing: input[unit.headerIndex...unit.headerIndex])
             // Escapes are rare in ciphertext: open the unit where it lies unless it has one.
             if escapes.contains(where: { $0 > unit.headerIndex && $0 < unit.end }) {
