@@ -2,9 +2,11 @@ import ConclaveCore
 
 /// Something that consumes what a call receives: the recorder, a status view, a test.
 ///
-/// The call (or `conclave record`) is the single reader of the subscriber's streams and fans
-/// everything out to its observers, in order, from one task. Implementations must return quickly
-/// (hand heavy work to a queue of their own) and must be thread-safe.
+/// The call (or `conclave record`) fans everything the subscription receives out to its
+/// observers. Frames (`received`) are passed in order on the subscription's receive thread, as
+/// they complete and are decrypted; room changes and sender reports come from tasks. So
+/// implementations must return quickly (hand heavy work to a queue of their own; blocking would
+/// delay packets) and must be thread-safe.
 public protocol CallMediaObserver: Sendable {
     /// A publisher's feed appeared (or reappeared after a rejoin with a new feed id).
     func participantJoined(feedID: UInt64, display: String?)

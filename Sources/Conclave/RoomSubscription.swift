@@ -153,8 +153,12 @@ public final class RoomSubscription: Sendable {
             if let subscriber = state.withLock({ $0.subscriber }) {
                 try await subscriber.add(feeds: feeds)
             } else {
-                // Frames are decrypted on the receive thread as they complete, one hop fewer.
-                let receiver = MediaReceiver(crypto: configuration.crypto)
+                // Frames are decrypted and handed to the observers on the receive thread as they
+                // complete: a task reading them from a stream would cost a thread wakeup per frame.
+                let observers = self.observers
+                let receiver = MediaReceiver(crypto: configuration.crypto) { item in
+                    for observer in observers { observer.received(item) }
+                }
                 let subscriber = try await Subscriber.subscribe(
                     on: session,
                     room: configuration.room,
@@ -194,11 +198,6 @@ public final class RoomSubscription: Sendable {
 
     private func start(_ subscriber: Subscriber, receiver: MediaReceiver) {
         let observers = self.observers
-        let media = Task {
-            for await item in receiver.media {
-                for observer in observers { observer.received(item) }
-            }
-        }
         let reports = Task {
             for await report in subscriber.senderReports {
                 for observer in observers { observer.senderReport(report) }
@@ -207,12 +206,11 @@ public final class RoomSubscription: Sendable {
         let closed = state.withLock { state -> Bool in
             state.subscriber = subscriber
             state.receiver = receiver
-            state.tasks += [media, reports]
+            state.tasks += [reports]
             return state.closed
         }
         if closed {
             receiver.stop()
-            media.cancel()
             reports.cancel()
             Task { await subscriber.close() }
         }

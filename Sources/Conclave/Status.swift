@@ -143,6 +143,25 @@ public final class CallStatusTracker: CallMediaObserver {
         // Values at the previous snapshot, for rates.
         var previousVideoFrames = 0
         var previousBytes = 0
+
+        /// Adds the counts of `other`, an entry for frames that arrived before this participant's
+        /// feed was announced.
+        mutating func absorb(_ other: Entry) {
+            audioCodec = audioCodec ?? other.audioCodec
+            videoCodec = videoCodec ?? other.videoCodec
+            audioFrames += other.audioFrames
+            videoFrames += other.videoFrames
+            bytes += other.bytes
+            undecryptable += other.undecryptable
+            if lastFailure == nil {
+                lastFailure = other.lastFailure
+                lastFailureAt = other.lastFailureAt
+            }
+            firstFrameAt = [firstFrameAt, other.firstFrameAt].compactMap { $0 }.min()
+            lastFrameAt = [lastFrameAt, other.lastFrameAt].compactMap { $0 }.max()
+            previousVideoFrames += other.previousVideoFrames
+            previousBytes += other.previousBytes
+        }
     }
 
     private struct State {
@@ -175,6 +194,14 @@ public final class CallStatusTracker: CallMediaObserver {
     public func participantJoined(feedID: UInt64, display: String?) {
         let key = Self.participantKey(display: display, feedID: feedID)
         state.withLock { state in
+            // Frames are counted on the receive thread as they arrive, so a feed's first frames
+            // may come before its announcement and be counted under a placeholder: they belong
+            // to this participant.
+            let placeholder = "feed:\(feedID)"
+            let early =
+                state.keyByFeed[feedID] == nil && key != placeholder
+                ? state.entries.removeValue(forKey: placeholder) : nil
+            if early != nil { state.order.removeAll { $0 == placeholder } }
             state.keyByFeed[feedID] = key
             if state.entries[key] == nil {
                 state.entries[key] = Entry(id: key, display: display)
@@ -183,6 +210,7 @@ public final class CallStatusTracker: CallMediaObserver {
             state.entries[key]?.display = display
             state.entries[key]?.present = true
             if state.entries[key]?.feeds.last != feedID { state.entries[key]?.feeds.append(feedID) }
+            if let early { state.entries[key]?.absorb(early) }
         }
     }
 

@@ -81,8 +81,11 @@ public final class Subscriber: Sendable {
         var sessionVersion: UInt64 = 1
         var layout: [VideoRoom.SubscribedStream] = []
         var unknownPackets = 0
-        /// 20 ms ticks so far; every 50th sends receiver reports.
-        var ticks = 0
+        /// The jitter-buffer timer (see `armTimer`): when it is due, nil while none is armed.
+        var timerDeadline: MonotonicTime?
+        /// Identifies the armed timer; a timer superseded by an earlier one finds a newer number
+        /// here when it fires, and does nothing.
+        var timerGeneration: UInt64 = 0
         /// Where complete frames go instead of `frames`, if set (see `subscribe`).
         var frameHandler: (@Sendable (SubscribedFrame) -> Void)?
     }
@@ -139,7 +142,7 @@ public final class Subscriber: Sendable {
             rtcp: { [weak self] packet in self?.receiveRTCP(packet) }
         )
         startListening()
-        startTicking()
+        startReporting()
         let trickle = transport.trickleCandidates(to: handle.handle)
         tasks.withLock { $0.append(trickle) }
     }
@@ -297,6 +300,7 @@ public final class Subscriber: Sendable {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MediaClock.now()
         var handler: (@Sendable (SubscribedFrame) -> Void)?
+        var timer: (generation: UInt64, deadline: MonotonicTime)?
         let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
             handler = state.frameHandler
             var mid = state.midBySSRC[packet.ssrc]
@@ -313,12 +317,14 @@ public final class Subscriber: Sendable {
             }
             // Mutate the stream in place: copying it out would copy its jitter buffer's storage.
             if state.streams[mid]?.ssrc != packet.ssrc { state.streams[mid]?.ssrc = packet.ssrc }
+            let output = state.streams[mid]?.buffer.receive(packet, arrival: now)
+            // Only this stream changed: a loss or a partly received frame may need the timer sooner.
+            timer = Self.armTimer(for: state.streams[mid]?.buffer.nextDeadline, in: &state)
             // Most packets complete nothing and ask for nothing: then the stream is not copied out.
-            guard let output = state.streams[mid]?.buffer.receive(packet, arrival: now), !output.isEmpty,
-                let stream = state.streams[mid]
-            else { return ([], []) }
+            guard let output, !output.isEmpty, let stream = state.streams[mid] else { return ([], []) }
             return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
         }
+        if let timer { schedule(timer) }
         hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
     }
@@ -370,48 +376,95 @@ public final class Subscriber: Sendable {
         return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
     }
 
-    /// Timeouts and NACK retries every 20 ms; receiver reports every second. The timer runs on the
-    /// ICE loop thread, beside the receive path: a Swift task sleeping in a loop cost a timer
-    /// wakeup and two thread hops 50 times a second per subscription, which was most of the cost
-    /// of receiving one feed.
-    private func startTicking() {
-        transport.ice.repeatOnLoop(every: .milliseconds(20)) { [weak self] in
+    /// Receiver reports for every stream once a second, on the ICE loop thread beside the
+    /// receive path (a Swift task sleeping in a loop would cost a timer thread hop each time).
+    private func startReporting() {
+        transport.ice.repeatOnLoop(every: .seconds(1)) { [weak self] in
             guard let self else { return false }
-            self.tick()
+            self.sendReceiverReports()
             return true
         }
     }
 
-    private func tick() {
+    private func sendReceiverReports() {
         let now = MediaClock.now()
-        var handler: (@Sendable (SubscribedFrame) -> Void)?
-        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
-            handler = state.frameHandler
-            let report = state.ticks % 50 == 0
-            state.ticks += 1
-            var frames: [SubscribedFrame] = []
-            var feedback: [[UInt8]] = []
+        let report = state.withLock { state -> [UInt8]? in
             var blocks: [RTCPReportBlock] = []
             // Over a copy of the keys: iterating the dictionary's own key view keeps a second
-            // reference to its storage, so the first mutation below copied the whole dictionary
-            // (and then each jitter buffer's packet ring) on every tick.
+            // reference to its storage, so the first mutation below would copy the whole
+            // dictionary (and then each jitter buffer's packet ring).
+            for mid in Array(state.streams.keys) {
+                if let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
+            }
+            guard !blocks.isEmpty else { return nil }
+            return RTCPCompound.serialize(
+                [.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))]
+            )
+        }
+        if let report { transport.sendRTCP(report) }
+    }
+
+    // MARK: Jitter-buffer timer (ICE loop thread)
+    //
+    // The jitter buffers need time to pass only while they wait for something: a NACK to send or
+    // retry, a missing packet to give up on, an incomplete frame to drop. Instead of ticking every
+    // buffer every 20 ms (50 wakeups a second even for a loss-free stream, the largest fixed cost
+    // of receiving one feed), one one-shot timer on the loop thread is armed for the earliest
+    // deadline any buffer reports (`JitterBuffer.nextDeadline`) and none while no buffer waits.
+    // The receive path arms it when a packet creates an earlier deadline; when it fires it ticks
+    // every buffer and arms itself again for the next deadline, if any.
+
+    /// Arms the timer for `deadline` unless one is already armed for that instant or earlier;
+    /// returns the timer to schedule (outside the lock), or nil.
+    private static func armTimer(for deadline: MonotonicTime?, in state: inout ReceiveState) -> (
+        generation: UInt64, deadline: MonotonicTime
+    )? {
+        guard let deadline else { return nil }
+        if let armed = state.timerDeadline, armed <= deadline { return nil }
+        // A later timer still pending is superseded: it finds a newer generation and does nothing.
+        state.timerGeneration &+= 1
+        state.timerDeadline = deadline
+        return (state.timerGeneration, deadline)
+    }
+
+    /// Starts a one-shot GLib timeout on the loop thread for an armed timer.
+    private func schedule(_ timer: (generation: UInt64, deadline: MonotonicTime)) {
+        // Whole milliseconds, rounded up: a timer that fired early would only arm itself again.
+        let microseconds = max(timer.deadline.microseconds - MediaClock.now().microseconds, 0)
+        let milliseconds = max((microseconds + 999) / 1000, 1)
+        transport.ice.repeatOnLoop(every: .milliseconds(milliseconds)) { [weak self] in
+            self?.timerFired(generation: timer.generation)
+            return false
+        }
+    }
+
+    private func timerFired(generation: UInt64) {
+        let now = MediaClock.now()
+        var handler: (@Sendable (SubscribedFrame) -> Void)?
+        var next: (generation: UInt64, deadline: MonotonicTime)?
+        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
+            guard state.timerGeneration == generation else { return ([], []) }
+            state.timerDeadline = nil
+            handler = state.frameHandler
+            var frames: [SubscribedFrame] = []
+            var feedback: [[UInt8]] = []
+            var earliest: MonotonicTime?
+            // Over a copy of the keys, as in `sendReceiverReports`.
             for mid in Array(state.streams.keys) {
                 // In place, as in receiveRTP: no copy of the jitter buffer.
                 guard let output = state.streams[mid]?.buffer.tick(now: now) else { continue }
-                if report, let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
+                if let deadline = state.streams[mid]?.buffer.nextDeadline, earliest.map({ deadline < $0 }) ?? true {
+                    earliest = deadline
+                }
                 guard !output.isEmpty, let stream = state.streams[mid] else { continue }
                 let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
                 frames += f
                 feedback += b
             }
-            if !blocks.isEmpty {
-                feedback.append(
-                    RTCPCompound.serialize([.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))]
-                    )
-                )
-            }
+            next = Self.armTimer(for: earliest, in: &state)
             return (frames, feedback)
         }
+        if let next { schedule(next) }
         hand(frames, to: handler)
         for packet in feedback { transport.sendRTCP(packet) }
     }

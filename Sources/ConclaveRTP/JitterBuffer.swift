@@ -217,7 +217,8 @@ public struct JitterBufferOutput: Sendable {
 /// and keyframes, and turns packets into complete frames.
 ///
 /// A state machine without clocks or I/O: feed it packets with `receive(_:arrival:)` and call
-/// `tick(now:)` every 10–20 ms so timeouts and NACK retries happen without new packets. Each event
+/// `tick(now:)` so timeouts and NACK retries happen without new packets, either every 10–20 ms or
+/// only when `nextDeadline` says something is due (nothing is, while no packet is missing). Each event
 /// returns a `JitterBufferOutput` saying what to deliver and send. Packets are stored by
 /// reference to their datagram; the only per-packet work is a ring-slot write.
 ///
@@ -398,6 +399,41 @@ public struct JitterBuffer: Sendable {
         assemble(now: now, into: &output)
         if output.hasFeedback { output.reportBlock = makeReportBlock(now: now) }
         return output
+    }
+
+    /// The earliest instant at which `tick(now:)` can do anything, or nil when only a new packet
+    /// can change this buffer's state.
+    ///
+    /// A tick acts on three timers: a missing packet's first NACK (after `reorderTolerance`) or
+    /// its retry (after the retry interval), giving up on a missing packet (after its last retry
+    /// or `maxNackAge`), and dropping a blocked head frame (after `maxWaitForMissing`). A stream
+    /// without loss and without a partly received frame has none of these, so its owner can stop
+    /// ticking it: a periodic tick would wake the receive thread 50 times a second for nothing.
+    /// Calling `tick(now:)` at or after this instant (and again at the instant it then reports)
+    /// keeps every timeout and NACK retry on time.
+    public var nextDeadline: MonotonicTime? {
+        guard nextSequence != nil else { return nil }
+        var earliest = headBlockedSince?.advanced(by: configuration.maxWaitForMissing)
+        func consider(_ instant: MonotonicTime) {
+            if earliest.map({ instant < $0 }) ?? true { earliest = instant }
+        }
+        guard !missing.isEmpty else { return earliest }
+        let interval = nackRetryInterval
+        for entry in missing.values {
+            guard let lastSent = entry.lastSent else {
+                consider(entry.detected.advanced(by: configuration.reorderTolerance))
+                continue
+            }
+            // Out of retries: given up at the next tick, which unblocks the head at once.
+            if entry.retries >= configuration.maxNackRetries {
+                consider(lastSent)
+                continue
+            }
+            consider(lastSent.advanced(by: interval))
+            // `collectNacks` expires an entry once strictly older than `maxNackAge`.
+            consider(entry.detected.advanced(by: configuration.maxNackAge + .microseconds(1)))
+        }
+        return earliest
     }
 
     /// A report block for this stream's RR or SR, updating the interval counters (RFC 3550 A.3).

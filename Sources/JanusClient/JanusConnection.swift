@@ -108,7 +108,9 @@ public actor JanusConnection {
     }
 
     /// Expires overdue requests; one task for all of them (a timer task per request would cost more
-    /// than the request itself at thousands of requests per second).
+    /// than the request itself at thousands of requests per second). It runs only while a request
+    /// is pending: an idle connection (a call in progress sends a keepalive every 25 s) would
+    /// otherwise wake a thread 20 times a second for nothing.
     private var sweeper: Task<Void, Never>?
 
     private init(url: WebSocketURL, options: Options, logger: Logger) {
@@ -373,7 +375,8 @@ public actor JanusConnection {
         }
     }
 
-    /// Fails every request past its deadline; returns false once the connection is closed for good.
+    /// Fails every request past its deadline; returns false (and the sweeper ends) once no request
+    /// is pending or the connection is closed for good. The next request starts a new sweeper.
     private func expireOverdue() -> Bool {
         let now = ContinuousClock.now
         for (transaction, request) in pending where request.deadline <= now {
@@ -381,6 +384,10 @@ public actor JanusConnection {
             complete(transaction, with: .failure(JanusClientError(.timeout, message)))
         }
         if case .closed = state {
+            sweeper = nil
+            return false
+        }
+        if pending.isEmpty {
             sweeper = nil
             return false
         }

@@ -27,6 +27,11 @@ struct LossySession {
     /// Sequence numbers whose first transmission is never dropped. A receiver cannot know about
     /// packets sent before the first one it sees, so the stream's first frame is protected.
     var protected: Set<UInt16> = []
+    /// Tick only when the receiver's `nextDeadline` has come (as `Subscriber` does) instead of
+    /// every 10 ms.
+    var tickOnDeadlines = false
+    /// Ticks that ran.
+    var ticks = 0
 
     init(seed: UInt64, lossRate: Double) {
         random = SeededGenerator(seed: seed)
@@ -85,7 +90,12 @@ struct LossySession {
             let output = receiver.receive(parsed, arrival: .milliseconds(now))
             handle(output, at: now)
         }
-        if now % 10 == 0 { handle(receiver.tick(now: .milliseconds(now)), at: now) }
+        let tickDue =
+            tickOnDeadlines ? receiver.nextDeadline.map { $0 <= .milliseconds(now) } ?? false : now % 10 == 0
+        if tickDue {
+            ticks += 1
+            handle(receiver.tick(now: .milliseconds(now)), at: now)
+        }
         let feedback = toSender.filter { $0.deliverAt <= now }
         toSender.removeAll { $0.deliverAt <= now }
         for rtcp in feedback {
@@ -151,6 +161,36 @@ struct JitterBufferTests {
         #expect(stats.framesDropped == 0)
         #expect(stats.lost == 0)
         #expect(stats.framesAssembled == UInt64(frames.count))
+    }
+
+    /// Ticking only at `nextDeadline` (no periodic tick) keeps NACK recovery whole, and a stream
+    /// without loss needs no tick at all.
+    @Test(arguments: [0.0, 0.05])
+    func tickingOnlyAtDeadlinesRecoversEveryFrame(lossRate: Double) {
+        let frames = Self.makeFrames(count: 300, keyframeInterval: 60, seed: 7)
+        var session = LossySession(seed: 42, lossRate: lossRate)
+        session.tickOnDeadlines = true
+        var now: Int64 = 0
+        for (i, frame) in frames.enumerated() {
+            while now < Int64(i) * 33 {
+                now += 1
+                session.step(to: now)
+            }
+            session.sendFrame(frame, mediaTimestamp: UInt32(i * 3000), at: now, protect: i == 0)
+        }
+        for _ in 0..<2000 {
+            now += 1
+            session.step(to: now)
+        }
+        #expect(session.delivered.map(\.frame.data) == frames, "delivered frames differ from the source")
+        #expect(session.receiver.statistics.framesDropped == 0)
+        #expect(session.receiver.statistics.lost == 0)
+        #expect(session.receiver.nextDeadline == nil, "an idle buffer has nothing to wait for")
+        if lossRate == 0 {
+            #expect(session.ticks == 0, "without loss every frame completes on its packets")
+        } else {
+            #expect(session.receiver.statistics.recovered > 20)
+        }
     }
 
     @Test func requestsAKeyframeAfterAnUnrecoverableBurstAndResumesOnIt() {
@@ -384,6 +424,36 @@ struct JitterBufferTests {
         #expect(nacked == [1, 1, 1])
         #expect(buffer.statistics.nackRequests == 3)
         #expect(buffer.statistics.nackedPackets == 1)
+        #expect(buffer.nextDeadline == nil, "the gap was given up and the head dropped")
+    }
+
+    /// `nextDeadline` names the instants a tick acts at: the first NACK after the reorder
+    /// tolerance, each retry 1.5 RTT later, and the give-up after the last retry.
+    @Test func nextDeadlineNamesWhenEachNackIsDue() throws {
+        var config = JitterBufferConfiguration.video(.vp8)
+        config.maxNackRetries = 2
+        var buffer = JitterBuffer(configuration: config)
+        buffer.updateRoundTripTime(.milliseconds(20))
+        for seq: UInt16 in [0, 2] {
+            let payload =
+                seq == 0 ? [0x90, 0x80, 0x00] + PayloadFormatTests.vp8Keyframe(size: 20) : [0x90, 0x80, 0x02, 0x31, 0]
+            let bytes = RTPHeader(
+                marker: true,
+                payloadType: 96,
+                sequenceNumber: seq,
+                timestamp: UInt32(seq) * 3000,
+                ssrc: 1
+            )
+            .serialize(payload: payload)
+            _ = buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(0))
+        }
+        var fired: [(Int64, [UInt16])] = []
+        while let deadline = buffer.nextDeadline, fired.count < 10 {
+            fired.append((deadline.microseconds / 1000, buffer.tick(now: deadline).nack))
+        }
+        #expect(fired.map(\.0) == [5, 35, 35], "first NACK at 5 ms, retry at 5 + 30 ms, then give up")
+        #expect(fired.map(\.1) == [[1], [1], []])
+        #expect(buffer.nextDeadline == nil)
     }
 
     /// A PLI for a delta frame at the start must travel in a compound packet that starts with a

@@ -27,6 +27,25 @@ import Testing
         #expect(bob.audioCodec == "opus" && bob.videoCodec == "h264")
     }
 
+    /// Frames are counted on the receive thread, so a new feed's first frames can arrive before
+    /// the room announces it: they belong to the participant it then turns out to be.
+    @Test func framesBeforeTheAnnouncementCountForTheParticipant() throws {
+        let tracker = CallStatusTracker()
+        tracker.participantJoined(feedID: 10, display: "42:Bob")
+        tracker.participantLeft(feedID: 10)
+        tracker.frameArrived(feedID: 11, codec: .vp8, bytes: 100)
+        tracker.frameArrived(feedID: 11, codec: .opus, bytes: 50)
+        tracker.participantJoined(feedID: 11, display: "42:Bob")
+        tracker.frameArrived(feedID: 11, codec: .vp8, bytes: 100)
+
+        let status = Self.status(tracker)
+        #expect(status.participants.map(\.id) == ["42"])
+        let bob = try #require(status.participants.first)
+        #expect(bob.feeds == [10, 11] && bob.present)
+        #expect(bob.videoFrames == 2 && bob.audioFrames == 1)
+        #expect(bob.audioCodec == "opus" && bob.videoCodec == "vp8")
+    }
+
     @Test func participantsWithoutAUserIDAreKeptApart() {
         let tracker = CallStatusTracker()
         tracker.participantJoined(feedID: 1, display: "Alice")
