@@ -365,21 +365,39 @@ public final class JanusTestBed: @unchecked Sendable {
 
     @discardableResult
     static func ip(_ arguments: [String]) throws -> String {
+        try runCommand(try which("ip"), arguments)
+    }
+
+    /// Runs `executable` (a path, or a name looked up in `PATH`) to completion and returns its
+    /// standard output; a non-zero exit is an error carrying the command and its standard error.
+    /// The child starts with no signal blocked (`openssl speed` times itself with SIGALRM, and
+    /// the Swift runtime's threads block signals that children would inherit).
+    public static func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
+        var none = sigset_t()
+        sigfillset(&none)
+        pthread_sigmask(SIG_UNBLOCK, &none, nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try which("ip"))
-        process.arguments = arguments
+        if executable.hasPrefix("/") {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [executable] + arguments
+        }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        // The commands run here write little to standard error, so reading it after standard
+        // output cannot stall on a full pipe.
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let message = String(decoding: err, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw TestBedError("ip \(arguments.joined(separator: " ")) failed: \(message)")
+            throw TestBedError("\(executable) \(arguments.joined(separator: " ")) failed: \(message)")
         }
         return String(decoding: out, as: UTF8.self)
     }

@@ -131,27 +131,11 @@ func measure(_ arguments: [String], log: String, steady: ClosedRange<Double>) th
     )
 }
 
-func run(_ executable: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [executable] + arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw BenchError("\(executable) \(arguments.joined(separator: " ")) failed")
-    }
-    return output
-}
-
 /// Frames in a file's first stream of `kind` ("v" or "a") and the span their timestamps cover;
 /// nil when ffprobe cannot read the file (a recorder killed or overloaded mid-write).
 func packetSpan(_ path: String, stream: String) -> (packets: Int, seconds: Double)? {
     guard
-        let output = try? run(
+        let output = try? JanusTestBed.runCommand(
             "ffprobe",
             ["-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time", "-of", "csv=p=0", path]
         )

@@ -48,31 +48,6 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-/// Unblocks every signal on the calling thread, so that a child spawned from it starts with none
-/// blocked (`openssl speed` times itself with SIGALRM; the runtime's threads block signals).
-func unblockSignalsForChildren() {
-    var none = sigset_t()
-    sigfillset(&none)
-    pthread_sigmask(SIG_UNBLOCK, &none, nil)
-}
-
-func run(_ executable: String, _ arguments: [String]) throws -> String {
-    unblockSignalsForChildren()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [executable] + arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw TestBedError("\(executable) \(arguments.joined(separator: " ")) failed")
-    }
-    return output
-}
-
 /// Counts what arrives and when the first video frame came.
 final class CountingObserver: CallMediaObserver {
     struct Counts {
@@ -232,7 +207,7 @@ await connection.close()
 
 /// Thousands of bytes per second from the last line of an `openssl speed` run, in MB/s.
 func opensslMegabytesPerSecond(_ arguments: [String], label: String) throws -> Double {
-    let output = try run("openssl", ["speed"] + arguments + ["-seconds", "2"])
+    let output = try JanusTestBed.runCommand("openssl", ["speed"] + arguments + ["-seconds", "2"])
     guard let line = output.split(separator: "\n").last(where: { $0.lowercased().hasPrefix(label) }),
         let field = line.split(separator: " ").last, let thousands = Double(field.dropLast())
     else { throw TestBedError("unexpected openssl speed output: \(output)") }
@@ -284,7 +259,7 @@ func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
 /// libsrtp2's srtp_unprotect called directly from C (bench/transport/baseline), when `run` built it.
 func libsrtpMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double? {
     guard let path = environment["BENCH_SRTP_BASELINE"], !path.isEmpty else { return nil }
-    let output = try run(path, [profile == .aeadAES128GCM ? "gcm" : "cm"])
+    let output = try JanusTestBed.runCommand(path, [profile == .aeadAES128GCM ? "gcm" : "cm"])
     return Double(output.trimmingCharacters(in: .whitespacesAndNewlines))
 }
 
