@@ -1,4 +1,5 @@
 import ArgumentParser
+import Conclave
 import Foundation
 import JanusClient
 
@@ -38,15 +39,15 @@ struct JanusOptions: ParsableArguments {
         throw ValidationError("no Janus URL: pass --janus ws://HOST:8188 (or set CONCLAVE_JANUS_URL)")
     }
 
-    /// Connection options from the flags and environment; `configuredTimeout` (the configuration
-    /// file's `janus.timeoutSeconds`) applies when `--timeout` is not given.
-    func connectionOptions(configuredTimeout: Double? = nil) -> JanusConnection.Options {
+    /// Connection options from the flags and environment, then the configuration file's `janus`
+    /// section (`settings`) for what neither gives, then the defaults (10 s timeout).
+    func connectionOptions(settings: ConclaveConfiguration = ConclaveConfiguration()) -> JanusConnection.Options {
         let environment = ProcessInfo.processInfo.environment
-        let seconds = timeout ?? configuredTimeout ?? 10
+        let seconds = timeout ?? settings.requestTimeout ?? 10
         return JanusConnection.Options(
-            apiSecret: apiSecret ?? environment["CONCLAVE_JANUS_API_SECRET"],
-            token: token ?? environment["CONCLAVE_JANUS_TOKEN"],
-            tls: TLSOptions(caFile: caFile),
+            apiSecret: apiSecret ?? environment["CONCLAVE_JANUS_API_SECRET"] ?? settings.apiSecret,
+            token: token ?? environment["CONCLAVE_JANUS_TOKEN"] ?? settings.token,
+            tls: TLSOptions(caFile: caFile ?? settings.caFile),
             requestTimeout: .milliseconds(Int(seconds * 1000))
         )
     }

@@ -287,12 +287,7 @@ struct CallRunner {
             crypto.keyRing.install(key, epoch: 0)
             frameCrypto = crypto
         }
-        var connectionOptions = janus.connectionOptions(configuredTimeout: settings.requestTimeout)
-        if janus.apiSecret == nil, connectionOptions.apiSecret == nil {
-            connectionOptions.apiSecret = settings.apiSecret
-        }
-        if janus.token == nil, connectionOptions.token == nil { connectionOptions.token = settings.token }
-        if janus.caFile == nil, let caFile = settings.caFile { connectionOptions.tls = TLSOptions(caFile: caFile) }
+        let connectionOptions = janus.connectionOptions(settings: settings)
 
         let session = CallSession(
             configuration: CallSession.Configuration(

@@ -86,11 +86,11 @@ struct RecordCommand: AsyncParsableCommand {
         let directory = out ?? Self.defaultDirectory(callID: callID, in: settings.recordingsDirectory ?? "recordings")
 
         let signals = SignalWatcher()
-        var connectionOptions = janus.connectionOptions(configuredTimeout: settings.requestTimeout)
-        if connectionOptions.apiSecret == nil { connectionOptions.apiSecret = settings.apiSecret }
-        if connectionOptions.token == nil { connectionOptions.token = settings.token }
-        if janus.caFile == nil, let caFile = settings.caFile { connectionOptions.tls = TLSOptions(caFile: caFile) }
-        let connection = try await JanusConnection.connect(to: url, options: connectionOptions, logger: logger)
+        let connection = try await JanusConnection.connect(
+            to: url,
+            options: janus.connectionOptions(settings: settings),
+            logger: logger
+        )
         let recording: RecordingSession
         do {
             recording = try RecordingSession(
