@@ -153,7 +153,15 @@ private final class DirectDecryption: Sendable {
     private let continuation: AsyncStream<ReceivedMedia>.Continuation
     /// Where media goes instead of `continuation`, if set.
     private let deliver: (@Sendable (ReceivedMedia) -> Void)?
-    private let decryptors = Mutex<[String: FrameDecryptor]>([:])
+    private let decryptors = Mutex<[StreamKey: FrameDecryptor]>([:])
+
+    /// One decryptor per sender stream. A struct key, not an interpolated string: this lookup
+    /// runs for every received frame.
+    private struct StreamKey: Hashable {
+        var feedID: UInt64
+        var mid: String
+        var codec: MediaCodec
+    }
     /// Set by `stop`: `deliver` is not called afterwards (a finished continuation drops by itself).
     private let stopped = Atomic<Bool>(false)
 
@@ -185,7 +193,7 @@ private final class DirectDecryption: Sendable {
             emit(.frame(received))
             return
         }
-        let key = "\(received.feedID)/\(received.mid)/\(received.frame.codec)"
+        let key = StreamKey(feedID: received.feedID, mid: received.mid, codec: received.frame.codec)
         let decryptor = decryptors.withLock { decryptors in
             if let existing = decryptors[key] { return existing }
             let made = crypto.makeDecryptor(codec: received.frame.codec, senderID: received.feedID)
