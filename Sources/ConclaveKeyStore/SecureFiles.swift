@@ -19,17 +19,14 @@ enum SecureFiles {
         var info = stat()
         if lstat(path, &info) != 0 {
             guard errno == ENOENT else { throw .io(path: path, operation: "stat", errno: errno) }
-            do {
-                try FileManager.default.createDirectory(
-                    at: directory,
-                    withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: Int(directoryMode)]
-                )
-            } catch {
-                throw .io(path: path, operation: "create directory", errno: EACCES)
+            try ensureDirectory(directory.deletingLastPathComponent())
+            // mkdir with the mode, not FileManager (which creates with the default mode and sets
+            // the permissions afterwards): another process must never see the directory open to
+            // others, even for an instant. The umask can only narrow 0700. EEXIST: another
+            // process made it first, the same way.
+            guard mkdir(path, directoryMode) == 0 || errno == EEXIST else {
+                throw .io(path: path, operation: "create directory", errno: errno)
             }
-            // The umask may have narrowed the mode further; never widen it past 0700.
-            guard chmod(path, directoryMode) == 0 else { throw .io(path: path, operation: "chmod", errno: errno) }
             guard lstat(path, &info) == 0 else { throw .io(path: path, operation: "stat", errno: errno) }
         }
         try checkPrivate(info, path: path, directory: true)
