@@ -5,13 +5,23 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Feeds a ``CallRecorder`` from a call: the call's observer callbacks are queued and a task of
+/// Feeds a ``CallRecorder`` from a call: the call's observer callbacks are queued and a thread of
 /// the session's own writes them, so the call's receive loop never waits for the disk.
 ///
-/// The queue is drained in batches, every ``batchInterval``, not frame by frame: waking a task
-/// for each of the 80 frames a second of every participant costs more than writing them, and a
-/// batch lets each journal take its frames with one `write`. A recorder killed mid-batch loses
-/// that batch's frames only; the journals are synced every second regardless.
+/// The recorder owns libavformat and the journals, so it lives on one thread, which sleeps on a
+/// condition variable rather than polling:
+/// - While frames flow it takes them in batches, every ``batchInterval``, not frame by frame:
+///   waking for each of the 80 frames a second of every participant costs more than writing
+///   them, and a batch lets each journal take its frames with one `write`. A recorder killed
+///   mid-batch loses that batch's frames only.
+/// - When a batch comes up empty (nobody is sending) it sleeps until the next event or the next
+///   timer tick (``tickInterval``: file opening, container flushes, journal syncs), so an idle
+///   recorder wakes twice a second, not ten times.
+/// - The first event after such a sleep wakes it (one signal per quiet spell); the events that
+///   follow never signal.
+///
+/// A `Task.sleep` loop did the same with far more wakeups: each sleep went through Dispatch's
+/// timer thread and a worker thread, about 55 wakeups a second in an empty room.
 ///
 /// Arrival times on the media clock are turned into wall-clock times once, at creation, so the
 /// journals and the manifest carry times a person (and `repair`) can use.
@@ -30,30 +40,107 @@ public final class RecordingSession: CallMediaObserver {
         var mid: String
     }
 
-    /// What the callbacks share with the worker, under one lock.
+    /// What the callbacks share with the recorder thread, under the inbox's condition lock.
     private struct Inbox {
         var events: [Event] = []
         var kindByStream: [StreamKey: MediaKind] = [:]
         var heldReports: [StreamKey: SubscribedSenderReport] = [:]
         var finished = false
+        /// The thread sleeps until signalled (or a tick is due): the next event must signal.
+        var idle = false
     }
 
-    /// How often the queued events are written. 100 ms: each batch costs a task wakeup, one
-    /// `write` per journal and a container flush whatever its size, which at one participant was
-    /// most of the recorder's own CPU with 50 ms batches; a killed recorder loses at most this much
-    /// from its journals (the live files lose their open cluster, 500 ms, anyway).
-    static let batchInterval = Duration.milliseconds(100)
+    /// How often queued events are written while frames flow. 100 ms: each batch costs a
+    /// wakeup, one `write` per journal and a container flush whatever its size; a killed recorder
+    /// loses at most this much from its journals (the live files lose their open cluster, 500 ms,
+    /// anyway).
+    static let batchInterval: TimeInterval = 0.1
     /// How often the recorder's timer work runs (file opening, container flushes, journal syncs).
     static let tickInterval: Int64 = 500_000
 
-    private let worker: Task<RecordingManifest, Never>
     private let inbox = InboxBox()
+    private let result = ResultBox()
 
-    /// The inbox, shared by reference with the worker task.
-    private final class InboxBox: Sendable {
-        let state = Mutex(Inbox())
-        func withLock<R>(_ body: (inout Inbox) -> R) -> R { state.withLock { body(&$0) } }
+    /// The inbox and its condition variable, shared by reference with the recorder thread.
+    private final class InboxBox: @unchecked Sendable {
+        // `condition` guards `state`; nothing touches `state` without holding it.
+        let condition = NSCondition()
+        private var state = Inbox()
+
+        /// Runs `body` under the lock; signals the recorder thread if it sleeps idle and `body`
+        /// queued an event.
+        func withLock<R>(_ body: (inout Inbox) -> R) -> R {
+            condition.lock()
+            defer { condition.unlock() }
+            let wasEmpty = state.events.isEmpty
+            let value = body(&state)
+            if state.idle, wasEmpty, !state.events.isEmpty {
+                state.idle = false
+                condition.signal()
+            }
+            return value
+        }
+
+        /// Ends the recording: wakes the thread whatever it waits for.
+        func finish() {
+            condition.lock()
+            state.finished = true
+            condition.signal()
+            condition.unlock()
+        }
+
+        /// Sleeps until an event is queued (true), or until `deadline` or the finish (false).
+        func waitForEvent(until deadline: Date) -> Bool {
+            condition.lock()
+            defer { condition.unlock() }
+            guard state.events.isEmpty else { return true }
+            state.idle = true
+            while state.idle, !state.finished, condition.wait(until: deadline) {}
+            state.idle = false
+            return !state.events.isEmpty && !state.finished
+        }
+
+        /// Waits until `deadline` or the finish, then moves the queued events into `batch`;
+        /// tells whether the recording is finished.
+        func take(into batch: inout [Event], deadline: Date) -> Bool {
+            condition.lock()
+            defer { condition.unlock() }
+            while !state.finished, condition.wait(until: deadline) {}
+            swap(&batch, &state.events)
+            return state.finished
+        }
     }
+
+    /// Where the recorder thread leaves the final manifest for ``finish()``.
+    private final class ResultBox: Sendable {
+        private enum State {
+            case running
+            case waiting(CheckedContinuation<RecordingManifest, Never>)
+            case done(RecordingManifest)
+        }
+        private let state = Mutex(State.running)
+
+        func deliver(_ manifest: RecordingManifest) {
+            let waiter: CheckedContinuation<RecordingManifest, Never>? = state.withLock { state in
+                defer { state = .done(manifest) }
+                if case .waiting(let continuation) = state { return continuation }
+                return nil
+            }
+            waiter?.resume(returning: manifest)
+        }
+
+        func value() async -> RecordingManifest {
+            await withCheckedContinuation { continuation in
+                let done: RecordingManifest? = state.withLock { state in
+                    if case .done(let manifest) = state { return manifest }
+                    state = .waiting(continuation)
+                    return nil
+                }
+                if let done { continuation.resume(returning: done) }
+            }
+        }
+    }
+
     private let wallAtOrigin: Int64
     private let mediaAtOrigin: MonotonicTime
 
@@ -76,41 +163,57 @@ public final class RecordingSession: CallMediaObserver {
             logger: logger,
             requestKeyframe: requestKeyframe
         )
-        worker = Task { [inbox] in
-            var last: Int64 = wall
-            var lastTick: Int64 = wall
-            var batch: [Event] = []
-            while true {
-                let finished = inbox.withLock { inbox in
-                    swap(&batch, &inbox.events)
-                    return inbox.finished
+        // Handed over whole: from here on the recorder thread is its only user.
+        nonisolated(unsafe) let owned = recorder
+        let thread = Thread { [inbox, result] in
+            result.deliver(Self.run(owned, inbox: inbox, start: wall))
+        }
+        thread.name = "conclave-recorder"
+        thread.start()
+    }
+
+    /// The recorder thread's loop; returns the final manifest.
+    private static func run(_ recorder: CallRecorder, inbox: InboxBox, start: Int64) -> RecordingManifest {
+        var last = start
+        var lastTick = start
+        var batch: [Event] = []
+        var flowing = false
+        while true {
+            let nextTick = Date(timeIntervalSince1970: Double(lastTick + tickInterval) / 1_000_000)
+            let finished: Bool
+            if flowing {
+                finished = inbox.take(into: &batch, deadline: min(Date().addingTimeInterval(batchInterval), nextTick))
+            } else if inbox.waitForEvent(until: nextTick) {
+                // The first event of a quiet spell: let a batch gather before writing.
+                flowing = true
+                continue
+            } else {
+                finished = inbox.take(into: &batch, deadline: .distantPast)
+            }
+            flowing = !batch.isEmpty
+            for event in batch {
+                switch event {
+                case .joined(let feed, let display, let time):
+                    recorder.participantJoined(feedID: feed, display: display, at: time)
+                case .left(let feed, let time):
+                    recorder.participantLeft(feedID: feed, at: time)
+                case .frame(let feed, let kind, let frame, let time, let keyEpoch):
+                    recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time, keyEpoch: keyEpoch)
+                    last = max(last, time)
+                case .undecryptable(let feed, let kind, let reason, let time):
+                    recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
+                case .senderReport(let feed, let kind, let ntp, let rtp, let time):
+                    recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
                 }
-                for event in batch {
-                    switch event {
-                    case .joined(let feed, let display, let time):
-                        recorder.participantJoined(feedID: feed, display: display, at: time)
-                    case .left(let feed, let time):
-                        recorder.participantLeft(feedID: feed, at: time)
-                    case .frame(let feed, let kind, let frame, let time, let keyEpoch):
-                        recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time, keyEpoch: keyEpoch)
-                        last = max(last, time)
-                    case .undecryptable(let feed, let kind, let reason, let time):
-                        recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
-                    case .senderReport(let feed, let kind, let ntp, let rtp, let time):
-                        recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
-                    }
-                }
-                batch.removeAll(keepingCapacity: true)
-                recorder.commit()
-                let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
-                if finished { return recorder.finish(at: max(last, now)) }
-                if now - lastTick >= Self.tickInterval {
-                    recorder.tick(now: now)
-                    lastTick = now
-                    last = max(last, now)
-                }
-                // Cancelled by finish(): the loop goes round once more to take the last events.
-                try? await Task.sleep(for: Self.batchInterval)
+            }
+            batch.removeAll(keepingCapacity: true)
+            recorder.commit()
+            let wallNow = Int64(Date().timeIntervalSince1970 * 1_000_000)
+            if finished { return recorder.finish(at: max(last, wallNow)) }
+            if wallNow - lastTick >= tickInterval {
+                recorder.tick(now: wallNow)
+                lastTick = wallNow
+                last = max(last, wallNow)
             }
         }
     }
@@ -181,8 +284,7 @@ public final class RecordingSession: CallMediaObserver {
     /// Ends the recording: closes every file, verifies it, removes verified journals and writes
     /// the final manifest, which it returns.
     public func finish() async -> RecordingManifest {
-        inbox.withLock { $0.finished = true }
-        worker.cancel()
-        return await worker.value
+        inbox.finish()
+        return await result.value()
     }
 }

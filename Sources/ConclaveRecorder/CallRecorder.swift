@@ -117,6 +117,8 @@ public final class CallRecorder {
     private var participantByFeed: [UInt64: String] = [:]
     private var activeSegment: [UInt64: Segment] = [:]
     private var lastManifestWrite: Int64?
+    /// The manifest last written, so a quiet room does not rewrite (and sync) the same file.
+    private var writtenManifest: RecordingManifest?
     private var endTime: Int64?
     private var finished = false
 
@@ -489,8 +491,11 @@ public final class CallRecorder {
     }
 
     private func writeManifest() {
+        let current = manifest()
+        guard current != writtenManifest else { return }
         do {
-            try manifest().write(to: configuration.directory)
+            try current.write(to: configuration.directory)
+            writtenManifest = current
         } catch {
             logger.error("manifest not written", metadata: ["error": "\(error)"])
         }
