@@ -58,18 +58,23 @@ public final class MediaTransport: Sendable {
         public var turnServers: [TURNServer]
         /// `.relay` sends media only through the TURN relays (WebRTC's `iceTransportPolicy`).
         public var iceTransportPolicy: ICETransportPolicy
+        /// Lets received datagrams gather before they are read: for receivers that play nothing
+        /// back (`conclave record`), at the cost of up to 40 ms of latency.
+        public var receiveBatching: ReceiveBatching?
 
         /// Creates a configuration.
         public init(
             localAddresses: [String] = [],
             stunServer: STUNServer? = nil,
             turnServers: [TURNServer] = [],
-            iceTransportPolicy: ICETransportPolicy = .all
+            iceTransportPolicy: ICETransportPolicy = .all,
+            receiveBatching: ReceiveBatching? = nil
         ) {
             self.localAddresses = localAddresses
             self.stunServer = stunServer
             self.turnServers = turnServers
             self.iceTransportPolicy = iceTransportPolicy
+            self.receiveBatching = receiveBatching
         }
     }
 
@@ -134,7 +139,8 @@ public final class MediaTransport: Sendable {
                 localAddresses: configuration.localAddresses,
                 stunServer: configuration.stunServer,
                 turnServers: configuration.turnServers,
-                transportPolicy: configuration.iceTransportPolicy
+                transportPolicy: configuration.iceTransportPolicy,
+                receiveBatching: configuration.receiveBatching
             ),
             logger: logger,
             datagramHandler: { datagram in box.value?.receive(datagram) }

@@ -1,3 +1,4 @@
+internal import CConclaveShims
 internal import CNice
 import Dispatch
 import Glibc
@@ -137,6 +138,17 @@ final class GLibEventLoop: @unchecked Sendable {
         )
         g_source_attach(source, context)
         g_source_unref(source)
+    }
+
+    /// Lets datagrams gather before the thread wakes to read them (see ``ReceiveBatching``): the
+    /// thread's poll function sleeps before blocking. Installed on the thread, whose state it is.
+    func batchReceives(_ batching: ReceiveBatching) {
+        let maximum = batching.maximumDelay.components
+        let microseconds = maximum.seconds * 1_000_000 + maximum.attoseconds / 1_000_000_000_000
+        let budget = guint(clamping: max(batching.datagramBudget, 1))
+        execute { [self] in
+            cshim_receive_batching_install(context, gint64(microseconds), budget)
+        }
     }
 
     /// Whether shutdown has begun (repeating work then stops).

@@ -39,6 +39,8 @@ public actor ICEAgent {
         public var regularNomination: Bool
         /// `.relay` uses relayed candidates only (libnice's "force-relay"); needs a TURN server.
         public var transportPolicy: ICETransportPolicy
+        /// Lets datagrams gather before the thread reads them (recorders); nil reads each at once.
+        public var receiveBatching: ReceiveBatching?
 
         public init(
             role: Role,
@@ -48,7 +50,8 @@ public actor ICEAgent {
             iceTCP: Bool = false,
             portRange: ClosedRange<UInt16>? = nil,
             regularNomination: Bool = true,
-            transportPolicy: ICETransportPolicy = .all
+            transportPolicy: ICETransportPolicy = .all,
+            receiveBatching: ReceiveBatching? = nil
         ) {
             self.role = role
             self.localAddresses = localAddresses
@@ -58,6 +61,7 @@ public actor ICEAgent {
             self.portRange = portRange
             self.regularNomination = regularNomination
             self.transportPolicy = transportPolicy
+            self.receiveBatching = receiveBatching
         }
     }
 
@@ -120,10 +124,14 @@ public actor ICEAgent {
             candidates: candidatesContinuation,
             states: statesContinuation,
             datagrams: datagramsContinuation,
-            datagramHandler: datagramHandler
+            datagramHandler: datagramHandler,
+            receiveBufferBytes: configuration.receiveBatching.map { Int32(clamping: $0.receiveBufferBytes) }
         )
 
         let loop = try GLibEventLoop(name: "conclave.ice")
+        if let batching = configuration.receiveBatching {
+            loop.batchReceives(batching)
+        }
         var options = NICE_AGENT_OPTION_ICE_TRICKLE.rawValue | NICE_AGENT_OPTION_CONSENT_FRESHNESS.rawValue
         if configuration.regularNomination { options |= NICE_AGENT_OPTION_REGULAR_NOMINATION.rawValue }
         guard

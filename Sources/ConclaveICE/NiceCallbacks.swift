@@ -1,3 +1,4 @@
+internal import CConclaveShims
 internal import CNice
 import Logging
 import Synchronization
@@ -15,14 +16,19 @@ final class NiceCallbacks: Sendable {
     let state = Mutex(ICEConnectionState.disconnected)
     /// The pair libnice selected last, nil before one is.
     let selectedPair = Mutex<ICESelectedPair?>(nil)
+    /// The receive buffer the selected pair's socket should have at least (receive batching
+    /// lets datagrams wait in it), nil to leave the system's default.
+    let receiveBufferBytes: Int32?
 
     init(
         logger: Logger,
         candidates: AsyncStream<ICECandidateEvent>.Continuation,
         states: AsyncStream<ICEConnectionState>.Continuation,
         datagrams: AsyncStream<[UInt8]>.Continuation,
-        datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+        datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?,
+        receiveBufferBytes: Int32? = nil
     ) {
+        self.receiveBufferBytes = receiveBufferBytes
         self.logger = logger
         self.candidates = candidates
         self.states = states
@@ -101,12 +107,13 @@ let onComponentStateChanged: @convention(c) (OpaquePointer?, guint, guint, guint
 }
 
 /// "new-selected-pair-full": `void (NiceAgent *, guint stream_id, guint component_id,
-/// NiceCandidate *local, NiceCandidate *remote, gpointer user_data)`. Logged only.
+/// NiceCandidate *local, NiceCandidate *remote, gpointer user_data)`. Kept for status, and the
+/// moment the socket media will arrive on is known, so its receive buffer is grown here.
 let onSelectedPair:
     @convention(c) (
         OpaquePointer?, guint, guint, UnsafeMutablePointer<NiceCandidate>?, UnsafeMutablePointer<NiceCandidate>?,
         gpointer?
-    ) -> Void = { agent, _, _, local, remote, data in
+    ) -> Void = { agent, stream, component, local, remote, data in
         guard let agent, let local, let remote, let callbacks = NiceCallbacks.from(data) else { return }
         let pair = ICESelectedPair(
             local: candidateLine(agent: agent, candidate: local) ?? "?",
@@ -116,6 +123,10 @@ let onSelectedPair:
         )
         callbacks.selectedPair.withLock { $0 = pair }
         callbacks.logger.debug("ICE selected pair", metadata: ["local": "\(pair.local)", "remote": "\(pair.remote)"])
+        if let bytes = callbacks.receiveBufferBytes {
+            let size = cshim_nice_grow_receive_buffer(agent, stream, component, bytes)
+            callbacks.logger.debug("receive buffer", metadata: ["asked": "\(bytes)", "bytes": "\(size)"])
+        }
     }
 
 /// `NiceAgentRecvFunc`: `void (NiceAgent *, guint stream_id, guint component_id, guint len,
@@ -123,6 +134,7 @@ let onSelectedPair:
 let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
     guard let buffer, let callbacks = NiceCallbacks.from(data) else { return }
     let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+    cshim_receive_batching_count()
     if let handler = callbacks.datagramHandler {
         handler(bytes)
     } else {

@@ -68,7 +68,9 @@ struct RecordCommand: AsyncParsableCommand {
                 "no Janus URL: pass --janus ws://HOST:8188, set CONCLAVE_JANUS_URL, or janus.url in the configuration"
             )
         }
-        let transport = try ice.transport(settings)
+        var transport = try ice.transport(settings)
+        // Nothing is played back: datagrams may wait up to 40 ms, read in fewer wakeups.
+        transport.receiveBatching = .recording
         // Keys first: with no key there is nothing to record, so refuse before touching the network.
         let key = try loadKey(dataDirectory: settings.dataDirectory)
         var frameCrypto: CallFrameCrypto?

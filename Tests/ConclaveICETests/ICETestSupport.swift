@@ -30,12 +30,13 @@ func withDeadline<T: Sendable>(
 /// Two agents on 127.0.0.1 only, no STUN or TURN: nothing leaves the loopback interface.
 func makeLoopbackAgent(
     _ role: ICEAgent.Configuration.Role,
+    receiveBatching: ReceiveBatching? = nil,
     datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil
 ) throws -> ICEAgent {
     var logger = Logger(label: "test.ice.\(role)")
     logger.logLevel = .warning
     return try ICEAgent(
-        configuration: .init(role: role, localAddresses: ["127.0.0.1"]),
+        configuration: .init(role: role, localAddresses: ["127.0.0.1"], receiveBatching: receiveBatching),
         logger: logger,
         datagramHandler: datagramHandler
     )
@@ -92,10 +93,15 @@ struct ConnectedPair {
 
     static func connect(
         controllingHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil,
-        controlledHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil
+        controlledHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil,
+        controlledBatching: ReceiveBatching? = nil
     ) async throws -> ConnectedPair {
         let a = try makeLoopbackAgent(.controlling, datagramHandler: controllingHandler)
-        let b = try makeLoopbackAgent(.controlled, datagramHandler: controlledHandler)
+        let b = try makeLoopbackAgent(
+            .controlled,
+            receiveBatching: controlledBatching,
+            datagramHandler: controlledHandler
+        )
         let observerA = AgentObserver()
         let observerB = AgentObserver()
         try await b.setRemoteCredentials(a.localCredentials())
