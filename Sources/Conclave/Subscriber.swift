@@ -25,6 +25,9 @@ public struct SubscribedFrame: Sendable {
     /// The epoch of the call key that decrypted the frame; set by the receive pipeline, nil
     /// before decryption and for frames that carried nothing encrypted.
     public var keyEpoch: UInt64? = nil
+    /// Frames of this stream the jitter buffer gave up on just before this one (0: none lost, or
+    /// the first frame); a recorder counts loss by it, and silence is not loss.
+    public var framesLostBefore: Int = 0
 }
 
 /// A sender report received for a subscribed stream: the NTP/RTP mapping recordings use for sync.
@@ -368,7 +371,8 @@ public final class Subscriber: Sendable {
                 mid: mid,
                 frame: $0.frame,
                 ssrc: $0.ssrc,
-                arrival: $0.completionTime
+                arrival: $0.completionTime,
+                framesLostBefore: $0.framesLostBefore
             )
         }
         guard let mediaSSRC = stream.ssrc ?? output.frames.first?.ssrc else { return (frames, []) }

@@ -153,6 +153,11 @@ public struct ReceivedFrame: Sendable, Hashable {
     public var completionTime: MonotonicTime
     /// When its first packet arrived.
     public var firstArrivalTime: MonotonicTime
+    /// Frames of this stream the buffer gave up on between the previous frame it delivered and
+    /// this one (lost packets, frames that could not be completed in time, delta frames that could
+    /// not be decoded while waiting for a keyframe); 0 for the first frame. A recorder tells loss
+    /// from silence (DTX, a muted sender) by this, not by the RTP timestamp step.
+    public var framesLostBefore: Int = 0
 }
 
 /// What a `JitterBuffer` event asks the caller to do.
@@ -256,6 +261,12 @@ public struct JitterBuffer: Sendable {
     private var headBlockedSince: MonotonicTime?
     private var waitingForKeyframe: Bool
     private var hasDelivered = false
+    /// The last sequence number and the timestamp of the last frame delivered, and
+    /// `framesDropped` then.
+    private var lastDelivered: (sequence: Int64, timestamp: UInt32, framesDropped: UInt64)?
+    /// Video: the smallest timestamp step between two frames delivered back to back (the frame
+    /// interval), to tell how many frames a run of lost packets held.
+    private var frameStep: UInt32?
     private var lastKeyframeRequest: MonotonicTime?
     private var firSequence: UInt8 = 0
     private var roundTripTime: Duration?
@@ -479,6 +490,8 @@ public struct JitterBuffer: Sendable {
         missing.removeAll()
         headBlockedSince = nil
         lastTransit = nil
+        // A new sequence space: what was skipped cannot be counted.
+        lastDelivered = nil
         if isVideo { waitingForKeyframe = true }
     }
 
@@ -670,6 +683,19 @@ public struct JitterBuffer: Sendable {
         return false
     }
 
+    /// How many video frames the packets skipped between two delivered frames held. Each frame
+    /// given up on counts, but frames of which no packet arrived leave no trace but the gap, so
+    /// the timestamp step tells how many frame intervals are missing; never more than the
+    /// skipped packets (each frame has one at least), never fewer than those given up on, and at
+    /// least one.
+    static func videoFramesLost(skippedPackets: Int, givenUp: Int, timestampStep: UInt32, frameStep: UInt32?) -> Int {
+        var estimate = givenUp
+        if let frameStep, frameStep > 0, timestampStep < 1 << 31 {
+            estimate = max(estimate, Int(timestampStep / frameStep) - 1)
+        }
+        return min(max(estimate, 1), skippedPackets)
+    }
+
     private mutating func emitFrame(
         from first: Int64,
         to last: Int64,
@@ -716,6 +742,24 @@ public struct JitterBuffer: Sendable {
             waitingForKeyframe = false
         }
         statistics.framesAssembled += 1
+        var lostBefore = 0
+        if let previous = lastDelivered {
+            let skipped = Int(max(0, first - previous.sequence - 1))
+            if !isVideo {
+                lostBefore = skipped  // a packet is a frame
+            } else if skipped > 0 {
+                lostBefore = Self.videoFramesLost(
+                    skippedPackets: skipped,
+                    givenUp: Int(clamping: statistics.framesDropped - previous.framesDropped),
+                    timestampStep: timestamp &- previous.timestamp,
+                    frameStep: frameStep
+                )
+            } else {
+                let step = timestamp &- previous.timestamp
+                if step > 0, step < 1 << 31 { frameStep = min(frameStep ?? step, step) }
+            }
+        }
+        lastDelivered = (last, timestamp, statistics.framesDropped)
         output.frames.append(
             ReceivedFrame(
                 frame: EncodedFrame(
@@ -728,7 +772,8 @@ public struct JitterBuffer: Sendable {
                 firstSequenceNumber: first,
                 lastSequenceNumber: last,
                 completionTime: now,
-                firstArrivalTime: firstArrival
+                firstArrivalTime: firstArrival,
+                framesLostBefore: lostBefore
             )
         )
     }

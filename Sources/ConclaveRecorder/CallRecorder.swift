@@ -172,7 +172,18 @@ public final class CallRecorder {
 
     /// A decrypted frame of `feedID`'s `kind` stream, opened with the key of `keyEpoch` (nil: the
     /// frame was not encrypted).
-    public func frame(feedID: UInt64, kind: MediaKind, frame: EncodedFrame, arrival: Int64, keyEpoch: UInt64? = nil) {
+    ///
+    /// - Parameter framesLostBefore: frames of the stream the receiver gave up on just before this
+    ///   one (the jitter buffer's count); the manifest's `framesLost` is their sum, so silence
+    ///   (DTX, a muted sender) is a gap but not a loss.
+    public func frame(
+        feedID: UInt64,
+        kind: MediaKind,
+        frame: EncodedFrame,
+        arrival: Int64,
+        keyEpoch: UInt64? = nil,
+        framesLostBefore: Int = 0
+    ) {
         guard !finished else { return }
         let participant = participant(for: feedID, display: nil)
         var segment = activeSegment[feedID]
@@ -194,14 +205,14 @@ public final class CallRecorder {
         if let keyEpoch { track.keyEpochs.insert(keyEpoch) }
         if let journal = track.journal {
             do {
-                try journal.append(frame, arrivalMicroseconds: arrival)
+                try journal.append(frame, arrivalMicroseconds: arrival, framesLostBefore: framesLostBefore)
             } catch {
                 fail(track, segment: active, error.description)
             }
         }
         if track.error != nil { return }
         do {
-            try active.muxer.append(kind: kind, frame: frame, arrival: arrival)
+            try active.muxer.append(kind: kind, frame: frame, arrival: arrival, framesLostBefore: framesLostBefore)
         } catch {
             failContainer(active, error)
         }

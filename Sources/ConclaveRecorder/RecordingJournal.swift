@@ -46,15 +46,16 @@ public struct JournalHeader: Codable, Sendable, Hashable {
 
 /// One entry of a journal.
 public enum JournalRecord: Sendable, Hashable {
-    /// A decrypted frame and when it arrived (microseconds since the Unix epoch).
-    case frame(EncodedFrame, arrivalMicroseconds: Int64)
+    /// A decrypted frame, when it arrived (microseconds since the Unix epoch), and how many
+    /// frames of the stream were lost just before it.
+    case frame(EncodedFrame, arrivalMicroseconds: Int64, framesLostBefore: Int = 0)
     /// A sender report of the track's stream: the sender's NTP time of an RTP timestamp.
     case senderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64)
 
     /// When the record's event arrived.
     public var arrivalMicroseconds: Int64 {
         switch self {
-        case .frame(_, let arrival), .senderReport(_, _, let arrival): arrival
+        case .frame(_, let arrival, _), .senderReport(_, _, let arrival): arrival
         }
     }
 }
@@ -92,6 +93,8 @@ enum JournalFormat {
     static let frameRecord: UInt8 = 1
     static let senderReportRecord: UInt8 = 2
     static let keyframeFlag: UInt8 = 1
+    /// Set when a 32-bit count of frames lost before this one follows the arrival time.
+    static let lossFlag: UInt8 = 2
     /// A frame larger than this is treated as corruption (a 4K keyframe is a few hundred KiB).
     static let maximumFrameSize = 16 << 20
     static let maximumHeaderSize = 64 << 10
@@ -101,7 +104,7 @@ enum JournalFormat {
 /// Appends records to a journal file and makes them durable at least every `syncInterval`.
 ///
 /// Records are collected in memory and handed to the kernel with one `write` by ``commit()``,
-/// which the recorder calls after each batch of events (every 50 ms), so a recording of
+/// which the recorder calls after each batch of events (every 60 ms), so a recording of
 /// many tracks costs a few writes a second per track rather than one per frame. `fsync` runs when
 /// a record or a timer call comes a second or more after the previous sync, and on `close()`. A
 /// process killed at any moment therefore loses only the records of the batch being taken in, and
@@ -149,13 +152,17 @@ public final class JournalWriter {
     }
 
     /// Appends a frame (in memory until the next ``commit()`` or sync).
-    public func append(_ frame: EncodedFrame, arrivalMicroseconds: Int64) throws(JournalError) {
+    public func append(_ frame: EncodedFrame, arrivalMicroseconds: Int64, framesLostBefore: Int = 0)
+        throws(JournalError)
+    {
         guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
         let start = pending.count
+        let lost = UInt32(clamping: max(framesLostBefore, 0))
         pending.append(JournalFormat.frameRecord)
-        pending.append(frame.isKeyframe ? JournalFormat.keyframeFlag : 0)
+        pending.append((frame.isKeyframe ? JournalFormat.keyframeFlag : 0) | (lost > 0 ? JournalFormat.lossFlag : 0))
         pending.appendBigEndian(frame.rtpTimestamp)
         pending.appendBigEndian(UInt64(bitPattern: arrivalMicroseconds))
+        if lost > 0 { pending.appendBigEndian(lost) }
         pending.appendBigEndian(UInt32(frame.data.count))
         pending.append(contentsOf: frame.data)
         pending.appendBigEndian(CRC32.checksum(pending, from: start))
@@ -314,9 +321,14 @@ public struct JournalReader {
         let record: JournalRecord
         switch type {
         case JournalFormat.frameRecord:
-            guard let flags = reader.readUInt8(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64(),
-                let length = reader.readUInt32().map(Int.init)
+            guard let flags = reader.readUInt8(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64()
             else { return .failure("cut frame record") }
+            var lost: UInt32 = 0
+            if flags & JournalFormat.lossFlag != 0 {
+                guard let count = reader.readUInt32() else { return .failure("cut frame record") }
+                lost = count
+            }
+            guard let length = reader.readUInt32().map(Int.init) else { return .failure("cut frame record") }
             guard length <= JournalFormat.maximumFrameSize else { return .failure("frame length \(length) too large") }
             guard let data = reader.read(count: length) else { return .failure("cut frame data") }
             record = .frame(
@@ -326,7 +338,8 @@ public struct JournalReader {
                     rtpTimestamp: rtp,
                     isKeyframe: flags & JournalFormat.keyframeFlag != 0
                 ),
-                arrivalMicroseconds: Int64(bitPattern: arrival)
+                arrivalMicroseconds: Int64(bitPattern: arrival),
+                framesLostBefore: Int(lost)
             )
         case JournalFormat.senderReportRecord:
             guard let ntp = reader.readUInt64(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64() else {

@@ -130,8 +130,8 @@ public enum RecordingRepair {
                 let header = readers[index].header
                 lastArrival = max(lastArrival, record.arrivalMicroseconds)
                 switch record {
-                case .frame(let frame, let arrival):
-                    try muxer.append(kind: header.kind, frame: frame, arrival: arrival)
+                case .frame(let frame, let arrival, let lost):
+                    try muxer.append(kind: header.kind, frame: frame, arrival: arrival, framesLostBefore: lost)
                 case .senderReport(let ntp, let rtp, _):
                     muxer.senderReport(kind: header.kind, ntp: ntp, rtpTimestamp: rtp, codec: header.codec)
                 }

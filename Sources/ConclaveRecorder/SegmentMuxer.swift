@@ -48,7 +48,8 @@ public struct TrackProgress: Sendable, Hashable {
     public var framesDroppedBeforeKeyframe = 0
     /// Frames the container refused (a timestamp that does not advance: a duplicate).
     public var framesRejected = 0
-    /// Frames estimated missing from timestamp jumps (audio: 20 ms frames; video: the frame rate).
+    /// Frames the receiver gave up on between this track's frames (lost packets, frames it
+    /// could not complete or decode): the jitter buffer's count, so silence is not counted.
     public var framesLost = 0
     /// Timestamp jumps longer than the reported gap, and their total length.
     public var gaps = 0
@@ -155,10 +156,15 @@ public final class SegmentMuxer {
     }
 
     /// Takes one frame; writes it, holds it, or (video before its first keyframe) drops it.
+    /// `framesLostBefore` (frames the receiver gave up on just before this one) counts as lost
+    /// when the track already has a frame in this segment.
     ///
     /// Throws when the container cannot be written; the muxer is then stopped and keeps what it wrote.
-    public func append(kind: MediaKind, frame: EncodedFrame, arrival: Int64) throws(MediaFileError) {
+    public func append(kind: MediaKind, frame: EncodedFrame, arrival: Int64, framesLostBefore: Int = 0)
+        throws(MediaFileError)
+    {
         var progress = tracks[kind] ?? TrackProgress(codec: frame.codec)
+        if progress.framesReceived > 0 { progress.framesLost += max(framesLostBefore, 0) }
         progress.framesReceived += 1
         tracks[kind] = progress
         switch state {
@@ -338,8 +344,6 @@ public final class SegmentMuxer {
             if stepMicroseconds > timing.reportedGap.microsecondsValue {
                 progress.gaps += 1
                 progress.gapMicroseconds += stepMicroseconds
-                let frameLength: Int64 = kind == .audio ? 20_000 : 1_000_000 / 30
-                progress.framesLost += Int(max(0, stepMicroseconds / frameLength - 1))
             }
             elapsed += step
         }

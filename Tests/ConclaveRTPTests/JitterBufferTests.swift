@@ -238,6 +238,13 @@ struct JitterBufferTests {
                 $0.firstSequenceNumber > 0 && Int(($0.frame.rtpTimestamp &- 0xFFFF_0000) / 3000) == recovery
             }?.frame.isKeyframe == true
         )
+        // The keyframe says how many frames were lost before it: the undecodable deltas one by
+        // one, and the wholly lost frames 20...22 (no packet of them arrived) by the timestamp
+        // step over the frame interval.
+        let lostBefore = session.delivered.map(\.framesLostBefore)
+        let recoveryPosition = 20
+        #expect(lostBefore[recoveryPosition] == recovery - 20)
+        #expect(lostBefore.enumerated().allSatisfy { $0.offset == recoveryPosition || $0.element == 0 })
         #expect(stats.pliSent >= 1)
         #expect(stats.pliSent <= 3, "keyframe requests are throttled")
         #expect(stats.framesDropped >= UInt64(recovery - 22), "each undecodable frame after the burst is counted")
@@ -351,6 +358,7 @@ struct JitterBufferTests {
         config.maxWaitForMissing = .milliseconds(100)
         var buffer = JitterBuffer(configuration: config)
         var delivered: [Int] = []
+        var lostBefore: [Int] = []
         var pli = 0
         for i in 0..<14 {
             let au = i == 0 || i == 10 ? keyframe : delta(i)
@@ -367,9 +375,12 @@ struct JitterBufferTests {
                 output.frames += ticked.frames
                 if output.keyframeRequest != nil || ticked.keyframeRequest != nil { pli += 1 }
                 delivered += output.frames.map { Int($0.frame.rtpTimestamp / 3000) }
+                lostBefore += output.frames.map(\.framesLostBefore)
             }
         }
         #expect(delivered == [0, 1, 2, 3, 4, 10, 11, 12, 13])
+        // Frame 5 lost, 6...9 undecodable without it: the keyframe that resumes counts all five.
+        #expect(lostBefore == [0, 0, 0, 0, 0, 5, 0, 0, 0])
         #expect(pli >= 1)
         #expect(buffer.statistics.framesDropped >= 4)
         #expect(buffer.statistics.lost == 1)
@@ -378,16 +389,21 @@ struct JitterBufferTests {
     @Test func audioSkipsALostPacketAfterTheWaitAndReportsLoss() throws {
         var buffer = JitterBuffer(configuration: .audio())
         var delivered: [UInt32] = []
+        var lostBefore: [Int] = []
         for seq in 0..<10 where seq != 3 {
             let bytes = RTPHeader(payloadType: 111, sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 960), ssrc: 9)
                 .serialize(payload: [0xFC, UInt8(seq)])
             let output = buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(seq * 5)))
             #expect(output.nack.isEmpty)
             delivered += output.frames.map(\.frame.rtpTimestamp)
+            lostBefore += output.frames.map(\.framesLostBefore)
         }
         #expect(delivered == [0, 960, 1920])  // 4...9 wait for 3 for up to 60 ms
-        delivered += buffer.tick(now: .milliseconds(200)).frames.map(\.frame.rtpTimestamp)
+        let late = buffer.tick(now: .milliseconds(200)).frames
+        delivered += late.map(\.frame.rtpTimestamp)
+        lostBefore += late.map(\.framesLostBefore)
         #expect(delivered == [0, 1, 2, 4, 5, 6, 7, 8, 9].map { UInt32($0 * 960) })
+        #expect(lostBefore == [0, 0, 0, 1, 0, 0, 0, 0, 0], "the frame after the lost packet says one was lost")
         #expect(buffer.statistics.framesDropped == 1)
         #expect(buffer.statistics.lost == 1)
         let maybeBlock = buffer.makeReportBlock(now: .milliseconds(200))
@@ -396,6 +412,21 @@ struct JitterBufferTests {
         #expect(block.fractionLost == UInt8(256 / 10))
         #expect(block.extendedHighestSequence == 9)
         #expect(block.ssrc == 9)
+    }
+
+    @Test func silenceIsNotLoss() throws {
+        // DTX or a muted sender: the timestamps jump, the sequence numbers do not.
+        var buffer = JitterBuffer(configuration: .audio())
+        var frames: [ReceivedFrame] = []
+        let timestamps = [0, 960, 1920, 48000, 48960, 96000]
+        for (seq, timestamp) in timestamps.enumerated() {
+            let bytes = RTPHeader(payloadType: 111, sequenceNumber: UInt16(seq), timestamp: UInt32(timestamp), ssrc: 9)
+                .serialize(payload: [0xFC, UInt8(seq)])
+            frames +=
+                buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(timestamp / 48))).frames
+        }
+        #expect(frames.map(\.frame.rtpTimestamp) == timestamps.map(UInt32.init))
+        #expect(frames.map(\.framesLostBefore) == Array(repeating: 0, count: timestamps.count))
     }
 
     @Test func nackRetriesAreLimited() throws {

@@ -120,6 +120,39 @@ struct CallRecorderTests {
         #expect(try RecordingInspection.report(directory: directory.path).contains("video vp8 320x240"))
     }
 
+    @Test("Frames the receiver lost are counted per track, and counted again by a repair from the journals")
+    func lostFramesSurviveRepair() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = try makeRecorder(directory: directory, start: start)
+        let ann = SimulatedPublisher(feedID: 11, display: "u1:Ann", codec: .vp8, seconds: 4)
+        recorder.participantJoined(feedID: 11, display: ann.display, at: start)
+        // Audio frames 50...54 and video frames 40...42 never arrive; the frames after them say so.
+        func index(_ kind: MediaKind, _ frame: EncodedFrame) -> Int {
+            kind == .audio
+                ? Int((frame.rtpTimestamp &- ann.audioBase) / 960) : Int((frame.rtpTimestamp &- ann.videoBase) / 3000)
+        }
+        let events = try ann.events(recordingStart: start).filter { event in
+            guard case .frame(_, let kind, let frame, _) = event else { return true }
+            return kind == .audio ? !(50...54).contains(index(kind, frame)) : !(40...42).contains(index(kind, frame))
+        }
+        play(events, into: recorder, from: start) { kind, frame in
+            switch (kind, index(kind, frame)) {
+            case (.audio, 55): 5
+            case (.video, 43): 3
+            default: 0
+            }
+        }
+        _ = Unmanaged.passRetained(recorder)  // a crash: nothing is closed
+        _ = try RecordingRepair.repair(directory: directory.path, recorderVersion: "test")
+        let repaired = try segmentFile(try RecordingManifest.read(from: directory.path), "u1")
+        #expect(repaired.tracks.first { $0.kind == .audio }?.framesLost == 5)
+        #expect(repaired.tracks.first { $0.kind == .video }?.framesLost == 3)
+        let report = try RecordingInspection.report(directory: directory.path)
+        #expect(report.contains("lost 5"), "\(report)")
+        #expect(report.contains("lost 3"), "\(report)")
+    }
+
     @Test("An audio gap keeps its real length; a long silence and a resolution change start new segments")
     func gapsAndSegments() throws {
         let directory = try TestPaths.temporaryDirectory()
@@ -176,6 +209,7 @@ struct CallRecorderTests {
         let audio = try #require(first.tracks.first { $0.kind == .audio })
         #expect(audio.gaps == 1)
         #expect(abs(audio.gapSeconds - 1.02) < 0.001)
+        #expect(audio.framesLost == 0, "a muted second is a gap, not a loss")
         #expect(audio.framesWritten == 100)
         let path = directory.appendingPathComponent(try #require(first.file)).path
         let times = try FFmpeg.audioPacketTimes(path)

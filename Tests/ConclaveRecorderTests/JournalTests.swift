@@ -31,8 +31,10 @@ struct JournalTests {
                 rtpTimestamp: UInt32(index * 3000),
                 isKeyframe: index % 10 == 0
             )
-            try writer.append(frame, arrivalMicroseconds: Int64(index) * 33_000)
-            records.append(.frame(frame, arrivalMicroseconds: Int64(index) * 33_000))
+            // Some frames follow lost ones: their records carry the count.
+            let lost = index % 7 == 3 ? index % 5 + 1 : 0
+            try writer.append(frame, arrivalMicroseconds: Int64(index) * 33_000, framesLostBefore: lost)
+            records.append(.frame(frame, arrivalMicroseconds: Int64(index) * 33_000, framesLostBefore: lost))
             if index % 15 == 0 {
                 try writer.appendSenderReport(
                     ntp: 0xE000_0000_0000_0000 + UInt64(index),
@@ -192,7 +194,7 @@ struct JournalTests {
     func recordSizes(_ records: [JournalRecord]) -> [Int] {
         records.map { record in
             switch record {
-            case .frame(let frame, _): 1 + 1 + 4 + 8 + 4 + frame.data.count + 4
+            case .frame(let frame, _, let lost): 1 + 1 + 4 + 8 + (lost > 0 ? 4 : 0) + 4 + frame.data.count + 4
             case .senderReport: 1 + 8 + 4 + 8 + 4
             }
         }

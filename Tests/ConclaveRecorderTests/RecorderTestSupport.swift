@@ -187,18 +187,24 @@ func microseconds(_ duration: Duration) -> Int64 {
 }
 
 /// Feeds events to a recorder in arrival order, with a tick every 500 ms of simulated time.
-func play(_ events: [SimulatedPublisher.Event], into recorder: CallRecorder, from start: Int64) {
+/// Feeds `events` to `recorder`; `lostBefore` says how many frames the receiver lost before a frame.
+func play(
+    _ events: [SimulatedPublisher.Event],
+    into recorder: CallRecorder,
+    from start: Int64,
+    lostBefore: (MediaKind, EncodedFrame) -> Int = { _, _ in 0 }
+) {
     let ordered = events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(
         \.element
     )
-    // As RecordingSession feeds it: batches of 50 ms, each followed by a commit, and a tick every
+    // As RecordingSession feeds it: batches of 60 ms, each followed by a commit, and a tick every
     // 500 ms.
     var nextTick = start + 500_000
-    var nextCommit = start + 50_000
+    var nextCommit = start + 60_000
     for event in ordered {
         while event.time >= nextCommit {
             recorder.commit()
-            nextCommit += 50_000
+            nextCommit += 60_000
         }
         while event.time >= nextTick {
             recorder.tick(now: nextTick)
@@ -206,7 +212,13 @@ func play(_ events: [SimulatedPublisher.Event], into recorder: CallRecorder, fro
         }
         switch event {
         case .frame(let feed, let kind, let frame, let time):
-            recorder.frame(feedID: feed, kind: kind, frame: frame, arrival: time)
+            recorder.frame(
+                feedID: feed,
+                kind: kind,
+                frame: frame,
+                arrival: time,
+                framesLostBefore: lostBefore(kind, frame)
+            )
         case .senderReport(let feed, let kind, let ntp, let rtp, let time):
             recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
         }
