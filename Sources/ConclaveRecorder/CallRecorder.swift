@@ -21,7 +21,9 @@ public final class CallRecorder {
         public var cryptoFormat: String
         public var keyEpochs: [UInt64]
         public var timing: RecorderTiming
-        /// How often the manifest is rewritten while recording.
+        /// How often the manifest is rewritten while recording (each rewrite is synced). `repair`
+        /// finds journals by listing the folder and recounts from them, so a manifest a few
+        /// seconds old loses nothing.
         public var manifestInterval: Duration
 
         public init(
@@ -33,7 +35,7 @@ public final class CallRecorder {
             cryptoFormat: String,
             keyEpochs: [UInt64] = [],
             timing: RecorderTiming = RecorderTiming(),
-            manifestInterval: Duration = .seconds(2)
+            manifestInterval: Duration = .seconds(5)
         ) {
             self.directory = directory
             self.callID = callID
@@ -81,6 +83,8 @@ public final class CallRecorder {
         /// The seekable file rebuilt from the journals at a clean finish.
         var finalMuxer: SegmentMuxer?
         var lastKeyframeRequest: Int64?
+        /// Whether a manifest naming the live file was asked for.
+        var fileAnnounced = false
 
         init(index: Int, feedID: UInt64, baseName: String, startReason: String, muxer: SegmentMuxer, now: Int64) {
             self.index = index
@@ -119,6 +123,10 @@ public final class CallRecorder {
     private var lastManifestWrite: Int64?
     /// The manifest last written, so a quiet room does not rewrite (and sync) the same file.
     private var writtenManifest: RecordingManifest?
+    /// A participant, segment, track or failure appeared since the last manifest write: the next
+    /// tick writes it, without waiting for `manifestInterval`, so `inspect` and a person looking
+    /// at a live recording see every file as soon as it exists.
+    private var manifestOutdated = false
     private var endTime: Int64?
     private var finished = false
 
@@ -158,6 +166,7 @@ public final class CallRecorder {
     /// A publisher appeared (or reappeared: a rejoin continues in a new segment, opened by its
     /// first frame).
     public func participantJoined(feedID: UInt64, display: String?, at now: Int64) {
+        manifestOutdated = true
         let participant = participant(for: feedID, display: display)
         // A join for a feed that is already sending is the late announcement of that feed (media
         // can overtake the room event), not a rejoin.
@@ -166,6 +175,7 @@ public final class CallRecorder {
 
     /// A publisher left: its segment ends.
     public func participantLeft(feedID: UInt64, at now: Int64) {
+        manifestOutdated = true
         if let segment = activeSegment[feedID] { close(segment, now: now) }
         if let key = participantByFeed[feedID] { participants[key]?.pendingStartReason = "rejoined" }
     }
@@ -228,6 +238,7 @@ public final class CallRecorder {
     public func undecryptable(feedID: UInt64, kind: MediaKind, reason: String, at now: Int64) {
         let participant = participant(for: feedID, display: nil)
         participant.undecryptable += 1
+        if participant.failureReason != reason { manifestOutdated = true }
         participant.failureReason = reason
         activeSegment[feedID]?.tracks[kind]?.undecryptable += 1
     }
@@ -288,9 +299,18 @@ public final class CallRecorder {
                 guard let journal = track.journal else { continue }
                 do { try journal.syncIfDue(now: now) } catch { fail(track, segment: segment, error.description) }
             }
+            if !segment.fileAnnounced, segment.muxer.state == .writing {
+                segment.fileAnnounced = true
+                manifestOutdated = true
+            }
         }
-        if let last = lastManifestWrite, now - last < configuration.manifestInterval.microsecondsValue { return }
+        if !manifestOutdated, let last = lastManifestWrite,
+            now - last < configuration.manifestInterval.microsecondsValue
+        {
+            return
+        }
         lastManifestWrite = now
+        manifestOutdated = false
         writeManifest()
     }
 
@@ -380,6 +400,7 @@ public final class CallRecorder {
     }
 
     private func openSegment(for participant: Participant, feedID: UInt64, now: Int64) -> Segment {
+        manifestOutdated = true
         let index = participant.segments.count + 1
         let baseName = "\(participant.identity.fileSafeKey)-\(feedID)-s\(index)"
         let segment = Segment(
@@ -406,6 +427,7 @@ public final class CallRecorder {
 
     private func track(_ kind: MediaKind, codec: MediaCodec, in segment: Segment, participant: Participant) -> Track {
         if let track = segment.tracks[kind] { return track }
+        manifestOutdated = true
         let name = "\(segment.baseName).\(kind.rawValue).\(JournalFormat.fileExtension)"
         let header = JournalHeader(
             participant: participant.identity.key,
@@ -441,6 +463,7 @@ public final class CallRecorder {
     /// A journal failed: the track stops (its container track too, so the file never holds frames
     /// that the journal cannot restore) and the error is reported.
     private func fail(_ track: Track, segment: Segment, _ message: String) {
+        manifestOutdated = true
         logger.error("journal failed; track stopped", metadata: ["error": "\(message)"])
         track.error = message
         try? track.journal?.close()
@@ -448,12 +471,14 @@ public final class CallRecorder {
     }
 
     private func failContainer(_ segment: Segment, _ error: MediaFileError) {
+        manifestOutdated = true
         logger.error("container failed; segment stopped", metadata: ["error": "\(error)"])
         segment.closeError = error.description
         for track in segment.tracks.values where track.error == nil { track.error = error.description }
     }
 
     private func close(_ segment: Segment, now: Int64) {
+        manifestOutdated = true
         guard !segment.closed else { return }
         segment.closed = true
         if activeSegment[segment.feedID] === segment { activeSegment[segment.feedID] = nil }
