@@ -429,11 +429,9 @@ struct JitterBufferTests {
         #expect(frames.map(\.framesLostBefore) == Array(repeating: 0, count: timestamps.count))
     }
 
-    @Test func nackRetriesAreLimited() throws {
-        var config = JitterBufferConfiguration.video(.vp8)
-        config.maxNackRetries = 3
-        var buffer = JitterBuffer(configuration: config)
-        buffer.updateRoundTripTime(.milliseconds(20))
+    /// A VP8 keyframe (sequence 0) and a delta frame (sequence 2) at time 0: packet 1 is missing.
+    /// Returns the NACKs asked for on arrival.
+    static func receiveKeyframeThenGap(into buffer: inout JitterBuffer) throws -> [UInt16] {
         var nacked: [UInt16] = []
         for seq: UInt16 in [0, 2] {
             let payload =
@@ -448,6 +446,15 @@ struct JitterBufferTests {
             .serialize(payload: payload)
             nacked += buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(0)).nack
         }
+        return nacked
+    }
+
+    @Test func nackRetriesAreLimited() throws {
+        var config = JitterBufferConfiguration.video(.vp8)
+        config.maxNackRetries = 3
+        var buffer = JitterBuffer(configuration: config)
+        buffer.updateRoundTripTime(.milliseconds(20))
+        var nacked = try Self.receiveKeyframeThenGap(into: &buffer)
         #expect(nacked.isEmpty, "a gap younger than the reorder tolerance is not NACKed yet")
         for t in stride(from: 10, through: 300, by: 10) {
             nacked += buffer.tick(now: .milliseconds(Int64(t))).nack
@@ -465,19 +472,7 @@ struct JitterBufferTests {
         config.maxNackRetries = 2
         var buffer = JitterBuffer(configuration: config)
         buffer.updateRoundTripTime(.milliseconds(20))
-        for seq: UInt16 in [0, 2] {
-            let payload =
-                seq == 0 ? [0x90, 0x80, 0x00] + PayloadFormatTests.vp8Keyframe(size: 20) : [0x90, 0x80, 0x02, 0x31, 0]
-            let bytes = RTPHeader(
-                marker: true,
-                payloadType: 96,
-                sequenceNumber: seq,
-                timestamp: UInt32(seq) * 3000,
-                ssrc: 1
-            )
-            .serialize(payload: payload)
-            _ = buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(0))
-        }
+        _ = try Self.receiveKeyframeThenGap(into: &buffer)
         var fired: [(Int64, [UInt16])] = []
         while let deadline = buffer.nextDeadline, fired.count < 10 {
             fired.append((deadline.microseconds / 1000, buffer.tick(now: deadline).nack))
