@@ -125,7 +125,7 @@ public actor ICEAgent {
             states: statesContinuation,
             datagrams: datagramsContinuation,
             datagramHandler: datagramHandler,
-            receiveBufferBytes: configuration.receiveBatching.map { Int32(clamping: $0.receiveBufferBytes) }
+            receiveBatching: configuration.receiveBatching
         )
 
         let loop = try GLibEventLoop(name: "conclave.ice")

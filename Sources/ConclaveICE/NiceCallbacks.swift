@@ -16,9 +16,9 @@ final class NiceCallbacks: Sendable {
     let state = Mutex(ICEConnectionState.disconnected)
     /// The pair libnice selected last, nil before one is.
     let selectedPair = Mutex<ICESelectedPair?>(nil)
-    /// The receive buffer the selected pair's socket should have at least (receive batching
-    /// lets datagrams wait in it), nil to leave the system's default.
-    let receiveBufferBytes: Int32?
+    /// Receive batching, if on: datagrams are counted for its rate estimate, and the selected
+    /// pair's socket gets its larger receive buffer.
+    let receiveBatching: ReceiveBatching?
 
     init(
         logger: Logger,
@@ -26,9 +26,9 @@ final class NiceCallbacks: Sendable {
         states: AsyncStream<ICEConnectionState>.Continuation,
         datagrams: AsyncStream<[UInt8]>.Continuation,
         datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?,
-        receiveBufferBytes: Int32? = nil
+        receiveBatching: ReceiveBatching? = nil
     ) {
-        self.receiveBufferBytes = receiveBufferBytes
+        self.receiveBatching = receiveBatching
         self.logger = logger
         self.candidates = candidates
         self.states = states
@@ -123,7 +123,8 @@ let onSelectedPair:
         )
         callbacks.selectedPair.withLock { $0 = pair }
         callbacks.logger.debug("ICE selected pair", metadata: ["local": "\(pair.local)", "remote": "\(pair.remote)"])
-        if let bytes = callbacks.receiveBufferBytes {
+        if let batching = callbacks.receiveBatching {
+            let bytes = gint(clamping: batching.receiveBufferBytes)
             let size = cshim_nice_grow_receive_buffer(agent, stream, component, bytes)
             callbacks.logger.debug("receive buffer", metadata: ["asked": "\(bytes)", "bytes": "\(size)"])
         }
@@ -134,7 +135,7 @@ let onSelectedPair:
 let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
     guard let buffer, let callbacks = NiceCallbacks.from(data) else { return }
     let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
-    cshim_receive_batching_count()
+    if callbacks.receiveBatching != nil { cshim_receive_batching_count() }
     if let handler = callbacks.datagramHandler {
         handler(bytes)
     } else {

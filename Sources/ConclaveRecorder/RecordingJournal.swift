@@ -84,7 +84,8 @@ public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
 ///
 /// `CNCLJRN1`, a big-endian UInt32 header length and the JSON header, then records:
 /// a type byte (1 frame, 2 sender report), the fields, and a CRC-32 of type and fields.
-/// Frame: flags (bit 0 keyframe), RTP timestamp u32, arrival i64, length u32, bytes.
+/// Frame: flags (bit 0 keyframe, bit 1 loss count present), RTP timestamp u32, arrival i64,
+/// frames lost just before it u32 (only with bit 1), length u32, bytes.
 /// Sender report: NTP u64, RTP timestamp u32, arrival i64.
 /// Records are only ever appended, so a file cut at any byte holds every complete record before
 /// the cut; the reader stops at the first incomplete or corrupt record.
