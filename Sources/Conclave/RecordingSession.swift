@@ -10,10 +10,10 @@ import Synchronization
 ///
 /// The recorder owns libavformat and the journals, so it lives on one thread, which sleeps on a
 /// condition variable rather than polling:
-/// - While frames flow it takes them in batches, every ``batchInterval``, not frame by frame:
-///   waking for each of the 80 frames a second of every participant costs more than writing
-///   them, and a batch lets each journal take its frames with one `write`. A recorder killed
-///   mid-batch loses that batch's frames only.
+/// - While frames flow it takes them in batches, not frame by frame: waking for each of the 80
+///   frames a second of every participant costs more than writing them, and a batch lets each
+///   journal take its frames with one `write`. A recorder killed mid-batch loses that batch's
+///   frames only; the batches are as long as ``maximumLoss`` allows (see `init`).
 /// - When a batch comes up empty (nobody is sending) it sleeps until the next event or the next
 ///   timer tick (``tickInterval``: file opening, container flushes, journal syncs), so an idle
 ///   recorder wakes twice a second, not ten times.
@@ -50,12 +50,13 @@ public final class RecordingSession: CallMediaObserver {
         var idle = false
     }
 
-    /// How often queued events are written while frames flow. Each batch costs a wakeup, one
-    /// `write` per journal and a container flush whatever its size; a killed recorder loses what
-    /// it had not written yet. 60 ms, so that with `record`'s receive batching (packets wait up to
-    /// 40 ms in the socket) a `kill -9` loses at most 100 ms from the journals (the live files lose
-    /// their open cluster, 500 ms, anyway).
-    static let batchInterval: TimeInterval = 0.06
+    /// The most a `kill -9` may cost the journals: the datagrams still waiting in the socket
+    /// (receive batching) and the events queued for the next batch. Each batch costs a wakeup,
+    /// one `write` per journal and a container flush whatever its size, so batches are as long as
+    /// this allows. (The live files lose their open cluster, 500 ms, anyway.)
+    static let maximumLoss = Duration.milliseconds(100)
+    /// The shortest batch, whatever the receive side's delay.
+    static let minimumBatch = Duration.milliseconds(20)
     /// How often the recorder's timer work runs (file opening, container flushes, journal syncs).
     static let tickInterval: Int64 = 500_000
 
@@ -147,11 +148,16 @@ public final class RecordingSession: CallMediaObserver {
 
     /// Starts recording into `configuration.directory`.
     ///
-    /// - Parameter requestKeyframe: asks a feed's sender for a video keyframe (the caller sends a
-    ///   PLI through its subscriber); called at most once a second per feed.
+    /// - Parameters:
+    ///   - datagramDelay: the longest a datagram waits in the socket before the call reads it
+    ///     (its transport's `ReceiveBatching.maximumDelay`, zero without batching); batches are
+    ///     ``maximumLoss`` minus this (60 ms for `record`, 100 ms for `join --record`).
+    ///   - requestKeyframe: asks a feed's sender for a video keyframe (the caller sends a PLI
+    ///     through its subscriber); called at most once a second per feed.
     public init(
         configuration: CallRecorder.Configuration,
         logger: Logger,
+        datagramDelay: Duration = .zero,
         requestKeyframe: @escaping @Sendable (UInt64) -> Void = { _ in }
     ) throws(RecordingError) {
         let media = MediaClock.now()
@@ -166,15 +172,22 @@ public final class RecordingSession: CallMediaObserver {
         )
         // Handed over whole: from here on the recorder thread is its only user.
         nonisolated(unsafe) let owned = recorder
+        let batch = max(Self.maximumLoss - datagramDelay, Self.minimumBatch)
+        let batchSeconds = Double(batch.components.seconds) + Double(batch.components.attoseconds) / 1e18
         let thread = Thread { [inbox, result] in
-            result.deliver(Self.run(owned, inbox: inbox, start: wall))
+            result.deliver(Self.run(owned, inbox: inbox, start: wall, batchInterval: batchSeconds))
         }
         thread.name = "conclave-recorder"
         thread.start()
     }
 
     /// The recorder thread's loop; returns the final manifest.
-    private static func run(_ recorder: CallRecorder, inbox: InboxBox, start: Int64) -> RecordingManifest {
+    private static func run(
+        _ recorder: CallRecorder,
+        inbox: InboxBox,
+        start: Int64,
+        batchInterval: TimeInterval
+    ) -> RecordingManifest {
         var last = start
         var lastTick = start
         var batch: [Event] = []

@@ -105,7 +105,7 @@ enum JournalFormat {
 /// Appends records to a journal file and makes them durable at least every `syncInterval`.
 ///
 /// Records are collected in memory and handed to the kernel with one `write` by ``commit()``,
-/// which the recorder calls after each batch of events (every 60 ms), so a recording of
+/// which the recorder calls after each batch of events (every 60 to 100 ms), so a recording of
 /// many tracks costs a few writes a second per track rather than one per frame. `fsync` runs when
 /// a record or a timer call comes a second or more after the previous sync, and on `close()`. A
 /// process killed at any moment therefore loses only the records of the batch being taken in, and

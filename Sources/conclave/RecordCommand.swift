@@ -105,7 +105,8 @@ struct RecordCommand: AsyncParsableCommand {
                     cryptoFormat: crypto.rawValue,
                     keyEpochs: key.map { [$0.epoch] } ?? []
                 ),
-                logger: logger
+                logger: logger,
+                datagramDelay: transport.receiveBatching?.maximumDelay ?? .zero
             )
         } catch {
             await connection.close()
