@@ -9,42 +9,6 @@ import Foundation
 import Logging
 import Testing
 
-/// ffmpeg and ffprobe checks on recorded files.
-enum FFmpeg {
-    static func tool(_ name: String) throws -> String {
-        do { return try which(name) } catch {
-            throw SubprocessError(description: "\(name) is needed by this test and is not on PATH (apt install ffmpeg)")
-        }
-    }
-
-    /// Decodes the whole file; returns ffmpeg's error output (empty for a clean file).
-    static func decodeErrors(_ path: String) throws -> String {
-        let result = try runProcess(try tool("ffmpeg"), ["-v", "error", "-i", path, "-f", "null", "-"])
-        #expect(result.succeeded, "ffmpeg failed on \(path): \(result.errorOutput)")
-        return result.errorOutput
-    }
-
-    /// Whether ffprobe opens the file and sees its streams.
-    static func probeStreams(_ path: String) throws -> [String] {
-        let result = try runProcess(
-            try tool("ffprobe"),
-            ["-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", path]
-        )
-        #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
-        return result.output.split(separator: "\n").map { String($0).trimmingCharacters(in: .whitespaces) }
-    }
-
-    /// Absolute presentation times (seconds) of every packet of the first audio stream.
-    static func audioPacketTimes(_ path: String) throws -> [Double] {
-        let result = try runProcess(
-            try tool("ffprobe"),
-            ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path]
-        )
-        #expect(result.succeeded, "ffprobe failed on \(path): \(result.errorOutput)")
-        return result.output.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
-    }
-}
-
 /// What a recorded file shows when decoded: pattern frame numbers, flashes and beeps, with times
 /// on the call timeline (the file's start offset plus the packet's time in the file).
 struct RecordedFileAnalysis {
