@@ -6,14 +6,16 @@ import Testing
     import Glibc
 #endif
 
-/// End-to-end: `conclave join` processes in one call see each other's decrypted media.
+/// End-to-end: `conclave join` processes in one call see each other's decrypted media, and one
+/// of them records the call (`--record`).
 @Suite(.serialized) struct JoinCommandTests {
     @Test func threeParticipantsSeeEachOthersDecryptedFramesAndLeaveCleanly() async throws {
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed, names: ["alice", "bob", "carol"])
         let alice = try call.join("alice", ["--duration", "25"])
         let bob = try call.join("bob", ["--audio", "tone", "--video", "pattern", "--duration", "25"])
-        let carol = try call.join("carol")
+        let recording = call.directory.appendingPathComponent("carol-recording").path
+        let carol = try call.join("carol", ["--record", recording])
         let everyone = [alice, bob, carol]
         let ids = ["alice", "bob", "carol"]
 
@@ -46,6 +48,34 @@ import Testing
                 && bob.participant("carol")?["present"] as? Bool == false
         }
         #expect(noticed != nil, "Carol's unpublish and leave reached Janus")
+
+        // Carol's recording: finished, Alice and Bob recorded, each file H264 + Opus that decodes.
+        let inspect = try conclave(["recordings", "inspect", recording])
+        #expect(inspect.succeeded, "recordings inspect: \(inspect.errorOutput)")
+        #expect(inspect.output.contains("status finished"), "\(inspect.output)")
+        for id in ["alice", "bob"] {
+            #expect(inspect.output.contains("participant \(id) \"\(id):\(id.capitalized)\""), "\(inspect.output)")
+        }
+        // Every file the manifest names decodes, with as many video frames as it says were written.
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recording + "/manifest.json")))
+                as? [String: Any]
+        )
+        let segments = (manifest["participants"] as? [[String: Any]] ?? []).flatMap {
+            $0["segments"] as? [[String: Any]] ?? []
+        }
+        #expect(segments.count == 2, "one segment per recorded participant")
+        for segment in segments {
+            let file = try #require(segment["file"] as? String)
+            let path = recording + "/" + file
+            let tracks = segment["tracks"] as? [[String: Any]] ?? []
+            let video = try #require(tracks.first { $0["kind"] as? String == "video" })
+            let written = try #require(video["framesWritten"] as? Int)
+            #expect(written > 0, "\(file) holds video")
+            #expect(try FFmpeg.probeStreams(path).sorted() == ["h264", "opus"], "\(file)")
+            #expect(try FFmpeg.decodeErrors(path) == "", "\(file)")
+            #expect(try FFmpeg.frameCount(path) == written, "\(file)")
+        }
 
         // --duration: Alice and Bob end by themselves with exit 0.
         #expect(await alice.waitForExit(timeout: .seconds(40)) == 0, "\(alice.errorOutput)")
