@@ -81,6 +81,23 @@ struct LossySession {
         toSender.append(InFlight(deliverAt: now + oneWayDelayMs, bytes: bytes))
     }
 
+    /// Sends `frames` 33 ms apart (the first one protected from loss: a receiver cannot ask for
+    /// what came before the first packet it sees), then runs for `drainMilliseconds` more.
+    mutating func play(_ frames: [[UInt8]], drainMilliseconds: Int64 = 2000) {
+        var now: Int64 = 0
+        for (i, frame) in frames.enumerated() {
+            while now < Int64(i) * 33 {
+                now += 1
+                step(to: now)
+            }
+            sendFrame(frame, mediaTimestamp: UInt32(i * 3000), at: now, protect: i == 0)
+        }
+        for _ in 0..<drainMilliseconds {
+            now += 1
+            step(to: now)
+        }
+    }
+
     /// Advances the network and both ends to `now`.
     mutating func step(to now: Int64) {
         let due = toReceiver.filter { $0.deliverAt <= now }.sorted { $0.deliverAt < $1.deliverAt }
@@ -134,19 +151,7 @@ struct JitterBufferTests {
     @Test func recoversEveryFrameUnderFivePercentLossWithRetransmission() {
         let frames = Self.makeFrames(count: 300, keyframeInterval: 60, seed: 7)
         var session = LossySession(seed: 42, lossRate: 0.05)
-        var now: Int64 = 0
-        for (i, frame) in frames.enumerated() {
-            let due = Int64(i) * 33
-            while now < due {
-                now += 1
-                session.step(to: now)
-            }
-            session.sendFrame(frame, mediaTimestamp: UInt32(i * 3000), at: now, protect: i == 0)
-        }
-        for _ in 0..<2000 {
-            now += 1
-            session.step(to: now)
-        }
+        session.play(frames)
         let stats = session.receiver.statistics
         #expect(session.delivered.count == frames.count)
         let identical = session.delivered.map(\.frame.data) == frames
@@ -170,18 +175,7 @@ struct JitterBufferTests {
         let frames = Self.makeFrames(count: 300, keyframeInterval: 60, seed: 7)
         var session = LossySession(seed: 42, lossRate: lossRate)
         session.tickOnDeadlines = true
-        var now: Int64 = 0
-        for (i, frame) in frames.enumerated() {
-            while now < Int64(i) * 33 {
-                now += 1
-                session.step(to: now)
-            }
-            session.sendFrame(frame, mediaTimestamp: UInt32(i * 3000), at: now, protect: i == 0)
-        }
-        for _ in 0..<2000 {
-            now += 1
-            session.step(to: now)
-        }
+        session.play(frames)
         #expect(session.delivered.map(\.frame.data) == frames, "delivered frames differ from the source")
         #expect(session.receiver.statistics.framesDropped == 0)
         #expect(session.receiver.statistics.lost == 0)
