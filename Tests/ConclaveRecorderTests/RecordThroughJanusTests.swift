@@ -255,9 +255,10 @@ struct RecordThroughJanusTests {
     }
 
     /// The recorder subscribes before the publisher sends its first frame (a keyframe), so "all
-    /// 20 s" is every frame sent in the 20 s before the kill. The recorder takes frames in
-    /// batches every 50 ms and hands each batch's journal records to the kernel at once, so the
-    /// kill can take the batch in progress plus the frames still on their way through Janus:
+    /// 20 s" is every frame sent in the 20 s before the kill. `record` holds at most 100 ms of
+    /// frames in memory: datagrams wait in the socket for up to 40 ms (receive batching), and the
+    /// recorder takes frames in 60 ms batches, handing each batch's journal records to the kernel
+    /// at once. So the kill can take those plus the frames still on their way through Janus:
     /// repair must restore at least 19.9 s. The live file also loses its open cluster (at most
     /// half a second): it must play at least 19 s.
     @Test("kill -9 of a recording process after 20 s: the live file plays at least 19 s; repair restores all 20 s")
@@ -326,6 +327,9 @@ struct RecordThroughJanusTests {
         let first = try #require(analysis.frameNumbers.first)
         #expect(analysis.frameNumbers == Array(first..<(first + analysis.frameNumbers.count)))
         let repairedSeconds = Double(analysis.frameNumbers.count) / 30
+        print(
+            "kill -9 after \(killAfter) s: the live file holds \(liveSeconds) s, repair restored \(repairedSeconds) s"
+        )
         #expect(repairedSeconds >= killAfter - 0.1, "repair restored \(repairedSeconds) s")
         #expect(repairedSeconds >= liveSeconds)
         for flash in analysis.flashTimes {
