@@ -45,6 +45,8 @@ let package = Package(
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
+        // Owner-only files and folders (keys, recordings), non-blocking checked reads: POSIX only.
+        .target(name: "ConclaveFiles"),
         .target(name: "JanusProtocol"),
         .target(name: "ConclaveSDP", dependencies: ["ConclaveCore"]),
         .target(name: "ConclaveRTP", dependencies: ["ConclaveCore"]),
@@ -82,13 +84,13 @@ let package = Package(
         .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CConclaveShims"]),
         .target(
             name: "ConclaveKeyStore",
-            dependencies: ["ConclaveE2EE", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ConclaveE2EE", "ConclaveFiles", .product(name: "Logging", package: "swift-log")]
         ),
 
         .target(
             name: "ConclaveRecorder",
             dependencies: [
-                "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveE2EE",
+                "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveE2EE", "ConclaveFiles",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -114,7 +116,7 @@ let package = Package(
             name: "conclave",
             dependencies: [
                 "Conclave", "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveE2EE", "ConclaveKeyStore",
-                "ConclaveMedia", "ConclaveRecorder",
+                "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -168,6 +170,7 @@ let package = Package(
         .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP", "ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
+        .testTarget(name: "ConclaveFilesTests", dependencies: ["ConclaveFiles", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE", "ConclaveTestSupport"]),
         .testTarget(
             name: "ConclaveDTLSTests",
