@@ -62,6 +62,13 @@ public final class RecordingSession: CallMediaObserver {
 
     private let inbox = InboxBox()
     private let result = ResultBox()
+    /// The manifest as of the recorder thread's last tick, for status output (``snapshot()``).
+    private let latest = LatestManifest()
+
+    /// The last manifest snapshot, shared by reference with the recorder thread.
+    private final class LatestManifest: Sendable {
+        let value = Mutex<RecordingManifest?>(nil)
+    }
 
     /// The inbox and its condition variable, shared by reference with the recorder thread.
     private final class InboxBox: @unchecked Sendable {
@@ -174,8 +181,11 @@ public final class RecordingSession: CallMediaObserver {
         nonisolated(unsafe) let owned = recorder
         let batch = max(Self.maximumLoss - datagramDelay, Self.minimumBatch)
         let batchSeconds = Double(batch.components.seconds) + Double(batch.components.attoseconds) / 1e18
-        let thread = Thread { [inbox, result] in
-            result.deliver(Self.run(owned, inbox: inbox, start: wall, batchInterval: batchSeconds))
+        latest.value.withLock { $0 = owned.manifest() }
+        let thread = Thread { [inbox, result, latest] in
+            result.deliver(
+                Self.run(owned, inbox: inbox, latest: latest, start: wall, batchInterval: batchSeconds)
+            )
         }
         thread.name = "conclave-recorder"
         thread.start()
@@ -185,6 +195,7 @@ public final class RecordingSession: CallMediaObserver {
     private static func run(
         _ recorder: CallRecorder,
         inbox: InboxBox,
+        latest: LatestManifest,
         start: Int64,
         batchInterval: TimeInterval
     ) -> RecordingManifest {
@@ -233,6 +244,8 @@ public final class RecordingSession: CallMediaObserver {
             if finished { return recorder.finish(at: max(last, wallNow)) }
             if wallNow - lastTick >= tickInterval {
                 recorder.tick(now: wallNow)
+                let manifest = recorder.manifest()
+                latest.value.withLock { $0 = manifest }
                 lastTick = wallNow
                 last = max(last, wallNow)
             }
@@ -307,6 +320,12 @@ public final class RecordingSession: CallMediaObserver {
 
     private static func event(_ report: SubscribedSenderReport, kind: MediaKind, arrival: Int64) -> Event {
         .senderReport(report.feedID, kind, report.report.ntpTimestamp.rawValue, report.report.rtpTimestamp, arrival)
+    }
+
+    /// The recording's manifest as of the recorder's last tick (at most half a second old): what
+    /// `conclave record` shows as its status while it runs.
+    public func snapshot() -> RecordingManifest? {
+        latest.value.withLock { $0 }
     }
 
     /// Ends the recording: closes every file, verifies it, removes verified journals and writes

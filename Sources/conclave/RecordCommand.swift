@@ -59,6 +59,12 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "The display name the recorder joins the room with.")
     var display: String = "recorder"
 
+    @Option(
+        help:
+            "Status output: tty (a live table), json (one line per second), none. Default: tty on a terminal, else json."
+    )
+    var status: CallOptions.StatusMode?
+
     func run() async throws {
         let logger = global.makeLogger(label: "conclave.record")
         let settings = try configFile.load()
@@ -93,6 +99,19 @@ struct RecordCommand: AsyncParsableCommand {
             options: janus.connectionOptions(settings: settings),
             logger: logger
         )
+        let listener: RoomListener
+        do {
+            listener = try await RoomListener.join(
+                on: try await connection.createSession(),
+                room: room,
+                display: display
+            )
+        } catch {
+            await connection.close()
+            throw error
+        }
+        // Nothing is written before the room is joined: a wrong room, URL or secret leaves no
+        // empty recording folder behind.
         let recording: RecordingSession
         do {
             recording = try RecordingSession(
@@ -109,20 +128,9 @@ struct RecordCommand: AsyncParsableCommand {
                 datagramDelay: transport.receiveBatching?.maximumDelay ?? .zero
             )
         } catch {
+            await listener.leave()
             await connection.close()
             throw RecordCommandError(message: error.description)
-        }
-        let listener: RoomListener
-        do {
-            listener = try await RoomListener.join(
-                on: try await connection.createSession(),
-                room: room,
-                display: display
-            )
-        } catch {
-            _ = await recording.finish()
-            await connection.close()
-            throw error
         }
         let subscription = RoomSubscription(
             session: try await connection.createSession(),
@@ -140,12 +148,36 @@ struct RecordCommand: AsyncParsableCommand {
         // Tests and scripts wait for this line.
         FileHandle.standardOutput.write(Data("recording room \(room) into \(directory)\n".utf8))
 
+        let mode = status ?? (isatty(STDOUT_FILENO) == 1 ? .tty : .json)
+        let origin = ContinuousClock.now
+        let printer = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if Task.isCancelled { return }
+                guard let manifest = recording.snapshot() else { continue }
+                Self.show(
+                    RecordingStatus(manifest: manifest, directory: directory, elapsed: ContinuousClock.now - origin),
+                    mode: mode
+                )
+            }
+        }
         let reason = await signals.wait(timeout: duration.map { Duration.milliseconds(Int64($0 * 1000)) })
+        printer.cancel()
         logger.notice("stopping", metadata: ["reason": "\(reason)"])
         await subscription.close()
         let manifest = await recording.finish()
         await listener.leave()
         await connection.close()
+        Self.show(
+            RecordingStatus(
+                manifest: manifest,
+                directory: directory,
+                elapsed: ContinuousClock.now - origin,
+                state: "finished"
+            ),
+            mode: mode
+        )
+        if mode == .tty { print("") }
         Self.printSummary(manifest, directory: directory)
     }
 
@@ -209,6 +241,15 @@ struct RecordCommand: AsyncParsableCommand {
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         let name = "call-\(callID)-\(formatter.string(from: Date()))"
         return parent.hasSuffix("/") ? parent + name : parent + "/" + name
+    }
+
+    private static func show(_ status: RecordingStatus, mode: CallOptions.StatusMode) {
+        switch mode {
+        case .json: print(status.jsonLine())
+        case .tty: print("\u{1B}[H\u{1B}[2J" + status.terminalText())
+        case .none: return
+        }
+        fflush(nil)
     }
 
     static func printSummary(_ manifest: RecordingManifest, directory: String) {
