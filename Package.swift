@@ -105,7 +105,7 @@ let package = Package(
             dependencies: [
                 "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
                 "ConclaveKeyStore", "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveMedia", "ConclaveRecorder",
-                .product(name: "Logging", package: "swift-log"),
+                "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(

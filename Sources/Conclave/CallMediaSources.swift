@@ -75,7 +75,7 @@ public struct CallVideoSettings: Sendable, Hashable {
         codec: MediaCodec = .h264,
         width: Int = 640,
         height: Int = 480,
-        frameRate: Int = 15,
+        frameRate: Int = PatternSource.defaultFrameRate,
         bitrate: Int = 600_000
     ) {
         self.codec = codec

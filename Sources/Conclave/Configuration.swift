@@ -1,5 +1,6 @@
 import ConclaveCore
 import ConclaveE2EE
+import ConclaveFiles
 import ConclaveICE
 import Foundation
 import JanusProtocol
@@ -70,8 +71,10 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
     public var path: String
     public var issues: [ConfigurationIssue]
 
+    /// One line when there is one issue (an unreadable file, a single bad key), else one per issue.
     public var description: String {
-        "configuration \(path) is not valid:\n" + issues.map { "  \($0)" }.joined(separator: "\n")
+        if issues.count == 1 { return "configuration \(path) is not valid: \(issues[0])" }
+        return "configuration \(path) is not valid:\n" + issues.map { "  \($0)" }.joined(separator: "\n")
     }
 }
 
@@ -88,18 +91,17 @@ public enum ConfigurationFile {
 
     /// Loads and validates `path`; throws ``ConfigurationError`` listing every issue.
     public static func load(path: String) throws(ConfigurationError) -> ConclaveConfiguration {
+        // A FIFO or a folder is refused at once, without blocking; a configuration is small.
         let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        do throws(FileError) {
+            guard let contents = try PrivateFiles.readRegularFile(path, limit: 1 << 20) else {
+                throw FileError(path: path, .system("open", ENOENT))
+            }
+            data = contents
         } catch {
             throw ConfigurationError(
                 path: path,
-                issues: [
-                    ConfigurationIssue(
-                        keyPath: "",
-                        problem: "cannot read the file: \((error as NSError).localizedDescription)"
-                    )
-                ]
+                issues: [ConfigurationIssue(keyPath: "", problem: "cannot read the file: \(error.description)")]
             )
         }
         let (configuration, issues) = parse(data)

@@ -1,4 +1,5 @@
 import ConclaveE2EE
+import ConclaveFiles
 import Foundation
 import JanusProtocol
 
@@ -163,11 +164,15 @@ extension CallInvitation {
 
     /// Reads an invitation file.
     public static func read(from path: String) throws(InvitationError) -> CallInvitation {
+        // A FIFO or a folder is refused at once, without blocking; an invitation is a few hundred bytes.
         let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        do throws(FileError) {
+            guard let contents = try PrivateFiles.readRegularFile(path, limit: 1 << 20) else {
+                throw FileError(path: path, .system("open", ENOENT))
+            }
+            data = contents
         } catch {
-            throw .unreadable(path: path, reason: (error as NSError).localizedDescription)
+            throw .unreadable(path: path, reason: error.description)
         }
         guard let text = String(data: data, encoding: .utf8) else { throw .notJSON(path: path) }
         return try CallInvitation(json: text, path: path)

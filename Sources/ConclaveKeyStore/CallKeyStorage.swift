@@ -153,13 +153,10 @@ public struct CallKeyStorage: Sendable {
         try record(for: callID)?.wrappedKey
     }
 
-    /// Everything stored for a call.
+    /// Everything stored for a call. Creates nothing (see ``KeyStore/prepareForReading()``).
     public func record(for callID: UInt64) throws(KeyStoreError) -> CallKeyRecord? {
-        try prepare()
-        return try SecureFiles.withLock(store.lockFile, exclusive: false) {
-            () throws(KeyStoreError) -> CallKeyRecord? in
-            try read(callID)
-        }
+        guard try readable() else { return nil }
+        return try read(callID)
     }
 
     /// Forgets a call.
@@ -171,20 +168,25 @@ public struct CallKeyStorage: Sendable {
     }
 
     /// The ids of every stored call, ascending. Files that are not `<decimal id>.json` are ignored.
+    /// Creates nothing.
     public func callIDs() throws(KeyStoreError) -> [UInt64] {
-        try prepare()
-        return try SecureFiles.withLock(store.lockFile, exclusive: false) { () throws(KeyStoreError) -> [UInt64] in
-            let names: [String]
-            do {
-                names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-            } catch {
-                throw .io(path: directory.path, operation: "list", errno: EIO)
-            }
-            return names.compactMap { name in
-                guard name.hasSuffix(".json") else { return nil }
-                return UInt64(name.dropLast(5))
-            }.sorted()
+        guard try readable() else { return [] }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw .io(path: directory.path, operation: "list", errno: EIO)
         }
+        return names.compactMap { name in
+            guard name.hasSuffix(".json") else { return nil }
+            return UInt64(name.dropLast(5))
+        }.sorted()
+    }
+
+    /// Whether the key and call folders exist (checked, never created): reads need both.
+    private func readable() throws(KeyStoreError) -> Bool {
+        guard try store.prepareForReading() else { return false }
+        return try SecureFiles.checkPrivateDirectoryIfPresent(directory)
     }
 
     /// Forgets every call.

@@ -6,6 +6,7 @@ import Foundation
 ///     <data>/keys/             0700
 ///     <data>/keys/.lock        flock for processes sharing the store
 ///     <data>/keys/device.json  0600  this device's key pair
+///     <data>/keys/previous/    0700  key pairs `keys init --force` replaced (device-<time>.json, 0600)
 ///     <data>/keys/calls/       0700
 ///     <data>/keys/calls/<call id>.json  0600  one call's wrapped keys and rejoin details
 ///
@@ -28,10 +29,22 @@ public struct KeyStore: Sendable {
     /// The per-call key storage in this store.
     public var calls: CallKeyStorage { CallKeyStorage(store: self) }
 
+    /// The folder keeping every device key that `keys init --force` replaced.
+    public var previousKeysDirectory: URL { keysDirectory.appendingPathComponent("previous", isDirectory: true) }
+
     /// Creates the data and key directories as needed and checks the key directory's permissions.
     func prepare() throws(KeyStoreError) {
         try SecureFiles.ensureDirectory(dataDirectory)
         try SecureFiles.ensurePrivateDirectory(keysDirectory)
+    }
+
+    /// For commands that only read: checks the key directory if it exists and creates nothing.
+    /// Returns false when there is no key directory (so nothing to read).
+    ///
+    /// Reads take no lock: every file is replaced by an atomic rename, so a reader sees the old
+    /// or the new file whole; the lock only orders writers' read-modify-write cycles.
+    func prepareForReading() throws(KeyStoreError) -> Bool {
+        try SecureFiles.checkPrivateDirectoryIfPresent(keysDirectory)
     }
 
     // MARK: Device identity
@@ -39,12 +52,38 @@ public struct KeyStore: Sendable {
     /// Whether a device key file exists (it may still be unreadable or corrupt).
     public var hasDeviceIdentity: Bool { FileManager.default.fileExists(atPath: deviceKeyFile.path) }
 
-    /// Generates and stores a new device key pair. Refuses to replace one unless `replacing` is true.
+    /// Generates and stores a new device key pair. Refuses to replace one unless `replacing` is true;
+    /// a replaced key is kept in ``previousKeysDirectory`` (see ``initializeDeviceIdentity(type:replacing:display:)``).
     @discardableResult
     public func createDeviceIdentity(type: DeviceKeyType, replacing: Bool = false) throws -> DeviceIdentity {
+        try initializeDeviceIdentity(type: type, replacing: replacing).identity
+    }
+
+    /// Generates and stores a new device key pair, with an optional display (`USERID:NAME`) that
+    /// `join` uses when nothing else names us.
+    ///
+    /// Refuses to replace an existing key unless `replacing` is true. A replaced key file is first
+    /// copied, byte for byte, to `previous/device-<UTC time>.json` (0600 in a 0700 folder): call
+    /// keys stored for the old key still open with it (``openCallKey(_:with:)``), and a user who
+    /// replaced the key by mistake can put it back. A replaced key's display carries over unless a
+    /// new one is given.
+    public func initializeDeviceIdentity(
+        type: DeviceKeyType,
+        replacing: Bool = false,
+        display: String? = nil
+    ) throws(KeyStoreError) -> DeviceKeyCreation {
         try prepare()
-        return try SecureFiles.withLock(lockFile, exclusive: true) { () throws(KeyStoreError) -> DeviceIdentity in
-            if !replacing && hasDeviceIdentity { throw .deviceKeyExists(path: deviceKeyFile.path) }
+        return try SecureFiles.withLock(lockFile, exclusive: true) { () throws(KeyStoreError) -> DeviceKeyCreation in
+            let existing = try SecureFiles.readPrivateFile(deviceKeyFile)
+            if !replacing && existing != nil { throw .deviceKeyExists(path: deviceKeyFile.path) }
+            var replaced: ReplacedDeviceKey?
+            var keptDisplay = display
+            if let existing {
+                let backup = try backUp(existing)
+                let old = try? decodeDeviceKey(existing, path: backup.path)
+                if keptDisplay == nil { keptDisplay = old?.display }
+                replaced = ReplacedDeviceKey(publicKey: old?.identity.publicKey, backup: backup)
+            }
             let identity: DeviceIdentity
             do {
                 identity = try DeviceIdentity.generate(type)
@@ -55,21 +94,53 @@ public struct KeyStore: Sendable {
                 type: type,
                 privateKey: Data(identity.privateKeyBytes).base64EncodedString(),
                 publicKey: identity.publicKeyString,
-                createdAt: Date()
+                createdAt: Date(),
+                display: keptDisplay
             )
             try SecureFiles.writePrivateFileAtomically(try FileFormat.encode(record), to: deviceKeyFile)
-            return identity
+            return DeviceKeyCreation(identity: identity, display: keptDisplay, replaced: replaced)
         }
     }
 
-    /// Loads this device's key pair.
-    public func loadDeviceIdentity() throws(KeyStoreError) -> DeviceIdentity {
-        try prepare()
-        let path = deviceKeyFile.path
-        let data = try SecureFiles.withLock(lockFile, exclusive: false) { () throws(KeyStoreError) -> Data? in
-            try SecureFiles.readPrivateFile(deviceKeyFile)
+    /// Writes `data` (a device key file about to be replaced) to a new file in `previous/`.
+    private func backUp(_ data: Data) throws(KeyStoreError) -> URL {
+        try SecureFiles.ensurePrivateDirectory(previousKeysDirectory)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let stamp = formatter.string(from: Date())
+        var candidate = previousKeysDirectory.appendingPathComponent("device-\(stamp).json")
+        var counter = 1
+        while FileManager.default.fileExists(atPath: candidate.path) {
+            counter += 1
+            candidate = previousKeysDirectory.appendingPathComponent("device-\(stamp)-\(counter).json")
         }
-        guard let data else { throw .noDeviceKey(path: path) }
+        try SecureFiles.writePrivateFileAtomically(data, to: candidate)
+        return candidate
+    }
+
+    /// Loads this device's key pair. Creates nothing: a missing data directory is "no device key".
+    public func loadDeviceIdentity() throws(KeyStoreError) -> DeviceIdentity {
+        try loadDeviceKey().identity
+    }
+
+    /// The display (`USERID:NAME`) stored with the device key by `keys init --display`, if any.
+    public func deviceDisplay() throws(KeyStoreError) -> String? {
+        try loadDeviceKey().display
+    }
+
+    private func loadDeviceKey() throws(KeyStoreError) -> (identity: DeviceIdentity, display: String?) {
+        let path = deviceKeyFile.path
+        guard try prepareForReading(), let data = try SecureFiles.readPrivateFile(deviceKeyFile) else {
+            throw .noDeviceKey(path: path)
+        }
+        return try decodeDeviceKey(data, path: path)
+    }
+
+    private func decodeDeviceKey(_ data: Data, path: String) throws(KeyStoreError)
+        -> (identity: DeviceIdentity, display: String?)
+    {
         let record: DeviceKeyFile = try FileFormat.decode(data, path: path)
         guard let privateBytes = Data(base64Encoded: record.privateKey) else {
             throw .corrupt(path: path, detail: "privateKey is not base64")
@@ -83,8 +154,56 @@ public struct KeyStore: Sendable {
         guard identity.publicKeyString == record.publicKey else {
             throw .corrupt(path: path, detail: "publicKey does not belong to privateKey")
         }
-        return identity
+        return (identity, record.display)
     }
+
+    /// The device keys `keys init --force` replaced, newest first. Files that do not load (corrupt,
+    /// foreign, open to others) are skipped: they cannot open anything.
+    public func previousDeviceIdentities() throws(KeyStoreError) -> [DeviceIdentity] {
+        guard try prepareForReading(), try SecureFiles.checkPrivateDirectoryIfPresent(previousKeysDirectory) else {
+            return []
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: previousKeysDirectory.path)) ?? []
+        return names.filter { $0.hasPrefix("device-") && $0.hasSuffix(".json") }.sorted(by: >).compactMap { name in
+            let url = previousKeysDirectory.appendingPathComponent(name)
+            guard let data = try? SecureFiles.readPrivateFile(url) else { return nil }
+            return try? decodeDeviceKey(data, path: url.path).identity
+        }
+    }
+
+    /// Opens a stored wrapped call key with `identity` (this device's current key) or, if that
+    /// fails, with each key `keys init --force` replaced, newest first: a call stored before the
+    /// device key was replaced can still be rejoined. Throws the current key's failure if none opens.
+    public func openCallKey(_ wrapped: String, with identity: DeviceIdentity) throws -> CallKey {
+        let failure: KeyMaterialError
+        do {
+            return try KeyWrapping.unwrap(wrapped, with: identity)
+        } catch {
+            failure = error
+        }
+        for previous in try previousDeviceIdentities() {
+            if let key = try? KeyWrapping.unwrap(wrapped, with: previous) { return key }
+        }
+        throw failure
+    }
+}
+
+/// What ``KeyStore/initializeDeviceIdentity(type:replacing:display:)`` did.
+public struct DeviceKeyCreation {
+    /// The new key pair.
+    public var identity: DeviceIdentity
+    /// The display stored with it.
+    public var display: String?
+    /// The key it replaced, if any.
+    public var replaced: ReplacedDeviceKey?
+}
+
+/// A device key that was replaced, and where its copy is.
+public struct ReplacedDeviceKey {
+    /// The old public key; nil if the old file did not load (it is kept all the same).
+    public var publicKey: DevicePublicKey?
+    /// The copy in `keys/previous/`.
+    public var backup: URL
 }
 
 /// The device key file's contents.
@@ -96,6 +215,8 @@ struct DeviceKeyFile: Codable, FileFormatRecord {
     /// The published public key string, kept for `keys show` and as an integrity check.
     var publicKey: String
     var createdAt: Date
+    /// Our `USERID:NAME` for calls, if given to `keys init --display`. Older files lack it.
+    var display: String?
 }
 
 /// A versioned JSON file with a `format` tag, so a foreign or newer file is told apart from a corrupt

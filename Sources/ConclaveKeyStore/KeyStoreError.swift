@@ -8,6 +8,9 @@ public enum KeyStoreError: Error, Equatable, CustomStringConvertible {
     case wrongOwner(path: String, owner: UInt32)
     /// A path that must be a regular file (or directory) is something else, such as a symlink.
     case wrongFileType(path: String, expected: String)
+    /// A path that must be a regular file or folder is another kind of file (a FIFO, a folder),
+    /// refused without blocking on it.
+    case wrongKind(path: String, found: String, expected: String)
     /// A file that should be ours does not parse.
     case corrupt(path: String, detail: String)
     /// A file parses but is not a Conclave file of the expected kind.
@@ -32,6 +35,8 @@ public enum KeyStoreError: Error, Equatable, CustomStringConvertible {
             "refusing \(path): owned by uid \(owner), not by this user"
         case .wrongFileType(let path, let expected):
             "refusing \(path): not a \(expected)"
+        case .wrongKind(let path, let found, let expected):
+            "refusing \(path): it is a \(found), not a \(expected)"
         case .corrupt(let path, let detail):
             "\(path) is corrupt: \(detail)"
         case .foreign(let path, let found):

@@ -24,6 +24,24 @@ enum SecureFiles {
         try mapped { () throws(FileError) in try PrivateFiles.ensureDirectoryExists(directory.path) }
     }
 
+    /// For reads, which create nothing: false if `directory` does not exist; true if it is a folder
+    /// owned by this user that nobody else can enter; an error otherwise.
+    static func checkPrivateDirectoryIfPresent(_ directory: URL) throws(KeyStoreError) -> Bool {
+        var info = stat()
+        guard lstat(directory.path, &info) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return false }
+            throw .io(path: directory.path, operation: "stat", errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw .wrongKind(path: directory.path, found: PrivateFiles.fileTypeName(info.st_mode), expected: "folder")
+        }
+        guard info.st_uid == geteuid() else { throw .wrongOwner(path: directory.path, owner: UInt32(info.st_uid)) }
+        guard info.st_mode & 0o077 == 0 else {
+            throw .insecurePermissions(path: directory.path, mode: UInt32(info.st_mode))
+        }
+        return true
+    }
+
     /// Whether `directory` exists (read-only commands create nothing).
     static func directoryExists(_ directory: URL) -> Bool {
         var info = stat()
@@ -76,7 +94,7 @@ extension KeyStoreError {
         switch error.kind {
         case .system(let operation, let code): self = .io(path: error.path, operation: operation, errno: code)
         case .wrongType(let expected, let found):
-            self = .wrongFileType(path: error.path, expected: "\(expected) (it is a \(found))")
+            self = .wrongKind(path: error.path, found: found, expected: expected)
         case .wrongOwner(let uid): self = .wrongOwner(path: error.path, owner: uid)
         case .insecureMode(let mode): self = .insecurePermissions(path: error.path, mode: mode)
         case .tooLarge(let limit): self = .corrupt(path: error.path, detail: "larger than \(limit) bytes")

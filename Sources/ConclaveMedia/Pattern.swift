@@ -79,8 +79,18 @@ public final class PatternSource: VideoFrameSource {
     /// The number of the next frame.
     public private(set) var frameIndex = 0
 
+    /// The frame rate when none is asked for: 30, what cameras and every peer send by default, so
+    /// that a test call looks and loads the network like a real one.
+    public static let defaultFrameRate = 30
+
     /// Creates a pattern of the given size and rate.
-    public init(width: Int, height: Int, frameRate: Int, frameLimit: Int? = nil, initialTimestamp: UInt32 = 0)
+    public init(
+        width: Int,
+        height: Int,
+        frameRate: Int = PatternSource.defaultFrameRate,
+        frameLimit: Int? = nil,
+        initialTimestamp: UInt32 = 0
+    )
         throws(RawMediaError)
     {
         guard frameRate > 0, frameRate <= 240 else {

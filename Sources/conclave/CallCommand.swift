@@ -1,6 +1,7 @@
 import ArgumentParser
 import Conclave
 import ConclaveE2EE
+import ConclaveFiles
 import ConclaveKeyStore
 import Foundation
 import JanusClient
@@ -58,42 +59,66 @@ struct CallCommand: AsyncParsableCommand {
         @Flag(name: .customLong("audio-only"), help: "Mark the call as audio only (isVideo false).")
         var audioOnly = false
 
-        @Option(help: "Folder for the invitation files.")
+        @Option(help: "Folder for the invitation files (created if missing).")
         var out: String = "."
 
+        @Flag(help: "Overwrite invitation files that already exist in --out.")
+        var force = false
+
+        /// Checks everything that can be checked here (participants, ids, file names, the --out
+        /// folder, public keys, our device key), then acts: room, invitations, our stored copy of
+        /// the key. Bad input therefore leaves no room, no invitation and no key store entry
+        /// behind, and is reported in one line.
         func run() async throws {
             let logger = global.makeLogger()
             let store = try KeyStoreAccess.store(global)
             let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
             let parsed = try participants.map(ParticipantSpec.init(parsing:))
-            guard !parsed.isEmpty else { throw ValidationError("name at least one --participant") }
+            guard !parsed.isEmpty else { throw CallCommandError("name at least one --participant") }
+            try ParticipantSpec.checkDistinct(parsed)
             let videoCodecs = codecs.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             guard !videoCodecs.isEmpty, videoCodecs.allSatisfy({ $0 == "h264" || $0 == "vp8" }) else {
-                throw ValidationError("--codecs: expected h264, vp8 or h264,vp8")
+                throw CallCommandError("--codecs: expected h264, vp8 or h264,vp8")
             }
+            if let display { try ParticipantSpec.checkDisplay(display, option: "--display") }
             let ownKey = identity.publicKeyString
             let ownDisplay = display ?? parsed.first { $0.publicKey.publicKeyString == ownKey }?.display
             let url = try janus.resolvedURL()
+            let folder = URL(fileURLWithPath: out, isDirectory: true)
+            let files = parsed.map { folder.appendingPathComponent("\($0.fileName).json").path }
+            try checkOutput(folder: folder.path, files: files)
 
-            // Room first: nothing is written unless Janus has the room.
-            let roomID = try await withVideoRoom(janus, logger: logger) { handle -> UInt64 in
-                if let room, try await handle.roomExists(room) { return room }
-                return try await handle.createRoom(
-                    VideoRoom.RoomOptions(
-                        room: room,
-                        description: "conclave call \(callID)",
-                        publishers: 16,
-                        videoCodecs: videoCodecs,
-                        bitrate: 1_500_000
+            // Acting, local first: the folder, so that Janus gets a room only if we can write. A
+            // folder made here is taken away again if Janus does not give us the room.
+            var folderInfo = stat()
+            let folderExisted = stat(folder.path, &folderInfo) == 0
+            do {
+                try PrivateFiles.ensureDirectoryExists(folder.path)
+            } catch {
+                throw CallCommandError("--out: \(error.description)")
+            }
+            let roomID: UInt64
+            do {
+                roomID = try await withVideoRoom(janus, logger: logger) { handle -> UInt64 in
+                    if let room, try await handle.roomExists(room) { return room }
+                    return try await handle.createRoom(
+                        VideoRoom.RoomOptions(
+                            room: room,
+                            description: "conclave call \(callID)",
+                            publishers: 16,
+                            videoCodecs: videoCodecs,
+                            bitrate: 1_500_000
+                        )
                     )
-                )
+                }
+            } catch {
+                if !folderExisted { rmdir(folder.path) }
+                throw error
             }
 
             let key = CallKey.random()
             let caller = ownDisplay.map(ParticipantDisplay.init(parsing:))
-            var written: [String] = []
-            let folder = URL(fileURLWithPath: out, isDirectory: true)
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var texts: [String] = []
             for participant in parsed {
                 let invitation = CallInvitation(
                     callID: callID,
@@ -106,13 +131,22 @@ struct CallCommand: AsyncParsableCommand {
                     crypto: crypto,
                     recipient: .init(display: participant.display, publicKeyHash: participant.publicKey.publicKeyHash)
                 )
-                let file = folder.appendingPathComponent("\(participant.fileName).json")
-                try Data(invitation.jsonText().utf8).write(to: file, options: .atomic)
-                written.append(file.path)
+                texts.append(invitation.jsonText())
             }
-
             let ownCopy = try KeyStoreAccess.run { try KeyWrapping.wrap(key, for: identity.publicKey) }
-            try KeyStoreAccess.run {
+
+            // All or nothing: a write that fails takes the invitations already written with it.
+            var written: [String] = []
+            do {
+                for (file, text) in zip(files, texts) {
+                    try PrivateFiles.writeAtomically(Data(text.utf8), to: file)
+                    written.append(file)
+                }
+            } catch {
+                for file in written { try? PrivateFiles.removeFile(file) }
+                throw CallCommandError("cannot write the invitations: \(error.description)")
+            }
+            do {
                 try store.calls.storeWrappedKey(ownCopy, for: callID)
                 try store.calls.storeRejoinDetails(
                     for: callID,
@@ -121,42 +155,133 @@ struct CallCommand: AsyncParsableCommand {
                     display: ownDisplay,
                     cryptoFormat: crypto
                 )
+            } catch {
+                for file in written { try? PrivateFiles.removeFile(file) }
+                throw CallCommandError("cannot store the call key (no invitation was kept): \(error.description)")
             }
             print("Call \(callID) in room \(roomID) on \(url) (\(crypto), video \(videoCodecs.joined(separator: ",")))")
             for path in written { print("Invitation: \(path)") }
             print("This device's copy of the call key is stored for 'conclave join/rejoin'.")
+        }
+
+        /// Refuses an --out that is not a folder, and invitation paths that exist (unless --force)
+        /// or are not regular files (a folder or FIFO is never overwritten, even with --force).
+        private func checkOutput(folder: String, files: [String]) throws {
+            var info = stat()
+            if stat(folder, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else {
+                    throw CallCommandError(
+                        "--out \(folder): it is a \(PrivateFiles.fileTypeName(info.st_mode)), not a folder"
+                    )
+                }
+                guard access(folder, W_OK | X_OK) == 0 else {
+                    throw CallCommandError("--out \(folder): \(String(cString: strerror(errno)))")
+                }
+            } else if errno != ENOENT {
+                throw CallCommandError("--out \(folder): \(String(cString: strerror(errno)))")
+            }
+            var existing: [String] = []
+            for file in files where lstat(file, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFREG else {
+                    throw CallCommandError(
+                        "refusing \(file): it is a \(PrivateFiles.fileTypeName(info.st_mode)), not a regular file"
+                    )
+                }
+                existing.append(file)
+            }
+            if !existing.isEmpty, !force {
+                throw CallCommandError(
+                    "\(existing.joined(separator: ", ")) already exist\(existing.count == 1 ? "s" : ""): "
+                        + "pass --force to overwrite, or choose another --out"
+                )
+            }
         }
     }
 }
 
 /// One `--participant USERID[:NAME]=KEY` of `call create`.
 struct ParticipantSpec {
+    var userID: String
     var display: String
     var fileName: String
     var publicKey: DevicePublicKey
 
+    /// The longest user id: it names a file, and ECall's ids are short.
+    static let maximumUserIDLength = 128
+    /// The longest display (`USERID:NAME`).
+    static let maximumDisplayLength = 256
+
     init(parsing text: String) throws {
         guard let equals = text.firstIndex(of: "=") else {
-            throw ValidationError("--participant \(text.prefix(40)): expected USERID[:NAME]=PUBLIC_KEY")
+            throw CallCommandError("--participant \(text.prefix(40)): expected USERID[:NAME]=PUBLIC_KEY")
         }
         let name = String(text[..<equals]).trimmingCharacters(in: .whitespaces)
         var keyText = String(text[text.index(after: equals)...])
-        guard !name.isEmpty else { throw ValidationError("--participant: the user id before '=' is empty") }
+        guard !name.isEmpty else { throw CallCommandError("--participant: the user id before '=' is empty") }
+        let parsed = ParticipantDisplay(parsing: name)
+        display = parsed.userID == nil ? "\(name):\(name)" : name
+        userID = parsed.userID ?? name
+        guard userID.count <= Self.maximumUserIDLength else {
+            throw CallCommandError(
+                "--participant \(userID.prefix(40))…: the user id has \(userID.count) characters, "
+                    + "at most \(Self.maximumUserIDLength) are allowed"
+            )
+        }
+        try Self.checkDisplay(name, option: "--participant")
+        fileName = String(userID.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
         if keyText.hasPrefix("@") {
             let path = String(keyText.dropFirst())
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ValidationError("--participant \(name): cannot read the public key file \(path)")
+            let data: Data?
+            do {
+                data = try PrivateFiles.readRegularFile(path, limit: 64 << 10)
+            } catch {
+                throw CallCommandError("--participant \(userID): \(error.description)")
+            }
+            guard let data else {
+                throw CallCommandError("--participant \(userID): no public key file \(path)")
             }
             keyText = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        let parsed = ParticipantDisplay(parsing: name)
-        display = parsed.userID == nil ? "\(name):\(name)" : name
-        let userID = parsed.userID ?? name
-        fileName = String(userID.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
         do {
             publicKey = try DevicePublicKey(publicKeyString: keyText)
         } catch {
-            throw ValidationError("--participant \(name): \(error.description)")
+            throw CallCommandError("--participant \(userID): \(error.description)")
+        }
+    }
+
+    /// Refuses an empty, overlong or multi-line display.
+    static func checkDisplay(_ display: String, option: String) throws {
+        guard
+            !display.contains(where: {
+                $0.isNewline || $0.unicodeScalars.contains { $0.properties.generalCategory == .control }
+            })
+        else {
+            throw CallCommandError(
+                "\(option) \(display.prefix(40).debugDescription): control characters are not allowed"
+            )
+        }
+        guard display.count <= maximumDisplayLength else {
+            throw CallCommandError(
+                "\(option) \(display.prefix(40))…: \(display.count) characters, at most \(maximumDisplayLength) are allowed"
+            )
+        }
+    }
+
+    /// Refuses a user id given twice, and different ids that would share an invitation file
+    /// (`a/b`, `a_b` and `a.b` all become `a_b.json`).
+    static func checkDistinct(_ participants: [ParticipantSpec]) throws {
+        var seen: Set<String> = []
+        for participant in participants where !seen.insert(participant.userID).inserted {
+            throw CallCommandError("--participant \(participant.userID) is given twice: one invitation per user id")
+        }
+        var owners: [String: [String]] = [:]
+        for participant in participants { owners[participant.fileName, default: []].append(participant.userID) }
+        for participant in participants {
+            guard let ids = owners[participant.fileName], ids.count > 1 else { continue }
+            throw CallCommandError(
+                "--participant \(ids.joined(separator: ", ")): these user ids would share the invitation file "
+                    + "\(participant.fileName).json; give them ids that differ in letters, digits, '-' or '_'"
+            )
         }
     }
 }

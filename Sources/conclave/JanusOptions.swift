@@ -1,5 +1,6 @@
 import ArgumentParser
 import Conclave
+import ConclaveFiles
 import Foundation
 import JanusClient
 
@@ -11,11 +12,35 @@ struct JanusOptions: ParsableArguments {
     )
     var url: String?
 
-    @Option(name: .customLong("api-secret"), help: "Janus API secret (or $CONCLAVE_JANUS_API_SECRET).")
+    @Option(
+        name: .customLong("api-secret"),
+        help: "Janus API secret. Visible to other users in the process list: prefer --api-secret-file."
+    )
     var apiSecret: String?
 
-    @Option(name: .customLong("token"), help: "Janus auth token (or $CONCLAVE_JANUS_TOKEN).")
+    @Option(
+        name: .customLong("api-secret-file"),
+        help: ArgumentHelp(
+            "Read the Janus API secret from this file, or from standard input if '-' (preferred; or set $CONCLAVE_JANUS_API_SECRET).",
+            valueName: "file"
+        )
+    )
+    var apiSecretFile: String?
+
+    @Option(
+        name: .customLong("token"),
+        help: "Janus auth token. Visible to other users in the process list: prefer --token-file."
+    )
     var token: String?
+
+    @Option(
+        name: .customLong("token-file"),
+        help: ArgumentHelp(
+            "Read the Janus auth token from this file, or from standard input if '-' (preferred; or set $CONCLAVE_JANUS_TOKEN).",
+            valueName: "file"
+        )
+    )
+    var tokenFile: String?
 
     @Option(name: .customLong("ca-file"), help: "PEM file of CAs to trust for wss:// (a private CA).")
     var caFile: String?
@@ -26,9 +51,29 @@ struct JanusOptions: ParsableArguments {
     )
     var timeout: Double?
 
-    func validate() throws {
+    /// Checks the timeout and reads the secret files, once: the file forms are replaced by the
+    /// secrets they hold, so that ``connectionOptions(settings:)`` needs no file access.
+    mutating func validate() throws {
         if let timeout, !(timeout > 0 && timeout <= 600) {
             throw ValidationError("--timeout: expected seconds between 0 and 600, got \(timeout)")
+        }
+        try SecretInput.checkSingleStandardInput([("--api-secret-file", apiSecretFile), ("--token-file", tokenFile)])
+        apiSecret = try SecretInput.resolve(
+            value: apiSecret,
+            file: apiSecretFile,
+            flag: "--api-secret",
+            fileFlag: "--api-secret-file"
+        )
+        apiSecretFile = nil
+        token = try SecretInput.resolve(value: token, file: tokenFile, flag: "--token", fileFlag: "--token-file")
+        tokenFile = nil
+        // The TLS library opens the CA file itself, and would block on a FIFO.
+        if let caFile {
+            do {
+                _ = try PrivateFiles.readExistingRegularFile(caFile, limit: 16 << 20)
+            } catch {
+                throw CallCommandError("--ca-file: \(error.description)")
+            }
         }
     }
 

@@ -4,6 +4,7 @@ import ConclaveCore
 import ConclaveE2EE
 import ConclaveICE
 import ConclaveKeyStore
+import ConclaveMedia
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -92,14 +93,22 @@ struct JoinCommand: AsyncParsableCommand {
                         "no key stored for call \(callID) in \(store.keysDirectory.path): pass --invitation FILE (or --crypto none)"
                     )
                 }
-                key = try KeyStoreAccess.run { try KeyWrapping.unwrap(storedRecord.wrappedKey, with: identity) }
+                key = try KeyStoreAccess.run { try store.openCallKey(storedRecord.wrappedKey, with: identity) }
             }
             _ = format
         }
-        guard
-            let chosenDisplay = display ?? parsedInvitation?.recipient?.display ?? storedRecord?.display
-        else {
-            throw ValidationError("no display: pass --display USERID:NAME")
+        let chosenDisplay: String
+        if let given = display ?? parsedInvitation?.recipient?.display ?? storedRecord?.display {
+            chosenDisplay = given
+        } else {
+            let fallback = try Self.defaultDisplay(store)
+            chosenDisplay = fallback.display
+            FileHandle.standardError.write(
+                Data(
+                    "conclave: joining as \"\(CallOptions.normalizedDisplay(chosenDisplay))\" (\(fallback.source)); pass --display USERID:NAME to choose\n"
+                        .utf8
+                )
+            )
         }
         let url =
             janus.url ?? parsedInvitation?.janusURL ?? ProcessInfo.processInfo.environment["CONCLAVE_JANUS_URL"]
@@ -153,6 +162,24 @@ struct JoinCommand: AsyncParsableCommand {
     }
 }
 
+extension JoinCommand {
+    /// Our display when neither --display, the invitation nor the key store names one: the display
+    /// stored with the device key (`keys init --display`), else the login name, so that a first
+    /// `join --room --call-id` works without knowing about displays.
+    static func defaultDisplay(_ store: KeyStore) throws -> (display: String, source: String) {
+        if let stored = try? store.deviceDisplay(), !stored.isEmpty {
+            return (stored, "the display stored with the device key")
+        }
+        if let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name, !String(cString: name).isEmpty {
+            return (String(cString: name), "the login name")
+        }
+        if let name = ProcessInfo.processInfo.environment["USER"], !name.isEmpty {
+            return (name, "the login name from $USER")
+        }
+        throw CallCommandError("no display: pass --display USERID:NAME")
+    }
+}
+
 /// The media, status, ICE and lifetime options `join` and `rejoin` share.
 struct CallOptions: ParsableArguments {
     @OptionGroup var configFile: ConfigFileOption
@@ -173,7 +200,7 @@ struct CallOptions: ParsableArguments {
     @Option(help: "Video height.")
     var height: Int?
 
-    @Option(help: "Video frame rate.")
+    @Option(help: "Video frame rate (default: the configuration's, else 30).")
     var fps: Int?
 
     @Option(name: .customLong("video-bitrate"), help: "Video bitrate, bits per second.")
@@ -260,7 +287,7 @@ struct CallRunner {
             codec: codec,
             width: options.width ?? settings.videoWidth ?? 640,
             height: options.height ?? settings.videoHeight ?? 480,
-            frameRate: options.fps ?? settings.videoFrameRate ?? 15,
+            frameRate: options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate,
             bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000
         )
         var sources: [RebasingFrameSource] = []

@@ -13,23 +13,46 @@ struct KeysCommand: ParsableCommand {
 
     /// `keys init`: create the device key pair.
     struct Init: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create this device's key pair.")
+        static let configuration = CommandConfiguration(
+            abstract: "Create this device's key pair.",
+            discussion: """
+                With --force an existing key pair is replaced, but kept in keys/previous/ (0600): \
+                call keys stored for it still open, and it can be put back by hand.
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
 
         @Option(help: "Key type: rsa (RSA-2048, the default) or p256.")
         var type: DeviceKeyType = .rsa
 
-        @Flag(help: "Replace an existing key pair. Peers must learn the new public key.")
+        @Option(help: "Our display for calls, USERID:NAME, used by 'join' when nothing else names us.")
+        var display: String?
+
+        @Flag(help: "Replace an existing key pair (kept in keys/previous/). Peers must learn the new public key.")
         var force = false
 
         func run() throws {
+            if let display {
+                guard !display.isEmpty, display.count <= 256, !display.contains(where: \.isNewline) else {
+                    throw CallCommandError("--display: expected USERID:NAME on one line, at most 256 characters")
+                }
+            }
             let store = try KeyStoreAccess.store(global)
             try KeyStoreAccess.run {
-                let identity = try store.createDeviceIdentity(type: type, replacing: force)
+                let created = try store.initializeDeviceIdentity(
+                    type: type,
+                    replacing: force,
+                    display: display.map(CallOptions.normalizedDisplay)
+                )
                 global.makeLogger().info("created device key", metadata: ["type": "\(type)"])
-                print("Created \(identity.type) device key in \(store.deviceKeyFile.path)")
-                printSummary(identity)
+                if let replaced = created.replaced {
+                    let old = replaced.publicKey.map { "fingerprint \($0.fingerprint)" } ?? "unreadable key"
+                    print("Replaced the device key (\(old)); the old key is kept in \(replaced.backup.path)")
+                }
+                print("Created \(created.identity.type) device key in \(store.deviceKeyFile.path)")
+                printSummary(created.identity)
+                if let display = created.display { print("Display:     \(display)") }
             }
         }
     }
@@ -83,7 +106,11 @@ struct KeysCommand: ParsableCommand {
     /// `keys wrap`: wrap a call key for a recipient's public key.
     struct Wrap: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Wrap a call key for a recipient and print the wrapped string on one line."
+            abstract: "Wrap a call key for a recipient and print the wrapped string on one line.",
+            discussion: """
+                Prefer --key-file FILE, or --key-file - with the key on standard input: a key given \
+                with --key is visible to every user of this machine in the process list.
+                """
         )
 
         @OptionGroup var global: GlobalOptions
@@ -91,12 +118,27 @@ struct KeysCommand: ParsableCommand {
         @Option(name: .customLong("for"), help: "The recipient's public key string, as ECall publishes it.")
         var recipient: String
 
-        @Option(help: "The call key: 64 hexadecimal characters.")
-        var key: String
+        @Option(help: "The call key: 64 hexadecimal characters. Visible to other users: prefer --key-file.")
+        var key: String?
+
+        @Option(
+            name: .customLong("key-file"),
+            help: ArgumentHelp(
+                "Read the call key (64 hexadecimal characters) from this file, or from standard input if '-'.",
+                valueName: "file"
+            )
+        )
+        var keyFile: String?
 
         func run() throws {
+            guard let hex = try SecretInput.resolve(value: key, file: keyFile, flag: "--key", fileFlag: "--key-file")
+            else {
+                throw CallCommandError(
+                    "no call key: pass --key-file FILE, or --key-file - to read it from standard input"
+                )
+            }
             try KeyStoreAccess.run {
-                let callKey = try CallKey(hex: key)
+                let callKey = try CallKey(hex: hex.trimmingCharacters(in: .whitespacesAndNewlines))
                 let publicKey = try DevicePublicKey(publicKeyString: recipient)
                 print(try KeyWrapping.wrap(callKey, for: publicKey))
             }
@@ -115,9 +157,10 @@ struct KeysCommand: ParsableCommand {
         var wrapped: String
 
         func run() throws {
-            let identity = try KeyStoreAccess.identity(global)
+            let store = try KeyStoreAccess.store(global)
+            let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
             try KeyStoreAccess.run {
-                print(try KeyWrapping.unwrap(wrapped, with: identity).hexString)
+                print(try store.openCallKey(wrapped, with: identity).hexString)
             }
         }
     }

@@ -48,7 +48,7 @@ struct RejoinCommand: AsyncParsableCommand {
             )
         }
         let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
-        let key = try KeyStoreAccess.run { try KeyWrapping.unwrap(record.wrappedKey, with: identity) }
+        let key = try KeyStoreAccess.run { try store.openCallKey(record.wrappedKey, with: identity) }
         let format = record.cryptoFormat ?? .ecall
         let runner = CallRunner(
             options: call,

@@ -121,6 +121,59 @@ struct KeysCommandTests {
         #expect(result.errorOutput.contains("lets other users read it"))
     }
 
+    @Test("init --force keeps the old key, says which it was and where it is, and its call keys still open")
+    func forceKeepsThePreviousKey() throws {
+        let dir = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try conclave(["keys", "init", "--type", "p256"], dataDir: dir).succeeded)
+        let oldShown = try conclave(["keys", "show"], dataDir: dir).output
+        let oldFingerprint = try #require(
+            oldShown.split(separator: "\n").first { $0.hasPrefix("Fingerprint:") }?.dropFirst("Fingerprint:".count)
+                .trimmingCharacters(in: .whitespaces)
+        )
+        let oldPublic = try conclave(["keys", "show", "--public"], dataDir: dir).output
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // A call key wrapped for the old key, as an invitation or the call key store holds it.
+        let key = randomKeyHex()
+        let wrapped = try conclave(["keys", "wrap", "--for", oldPublic, "--key", key], dataDir: dir).output
+            .trimmingCharacters(in: .newlines)
+
+        let replaced = try conclave(["keys", "init", "--type", "p256", "--force"], dataDir: dir)
+        #expect(replaced.succeeded, "\(replaced.errorOutput)")
+        #expect(replaced.output.contains("fingerprint \(oldFingerprint)"), "\(replaced.output)")
+        let previous = dir.appendingPathComponent("keys/previous")
+        let backups = try FileManager.default.contentsOfDirectory(atPath: previous.path)
+        #expect(backups.count == 1 && backups[0].hasPrefix("device-"), "\(backups)")
+        #expect(replaced.output.contains(previous.appendingPathComponent(backups[0]).path), "\(replaced.output)")
+        var info = stat()
+        stat(previous.appendingPathComponent(backups[0]).path, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+        stat(previous.path, &info)
+        #expect(info.st_mode & 0o777 == 0o700)
+
+        let opened = try conclave(["keys", "unwrap", wrapped], dataDir: dir)
+        #expect(opened.succeeded, "\(opened.errorOutput)")
+        #expect(opened.output == key + "\n")
+    }
+
+    @Test("read-only commands on a missing data directory create nothing and say there is no device key")
+    func readOnlyCommandsCreateNothing() throws {
+        let parent = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let dir = parent.appendingPathComponent("missing")
+        for command in [
+            ["keys", "unwrap", "c2VjcmV0"], ["keys", "show"], ["keys", "show", "--public"], ["keys", "export"],
+        ] {
+            let result = try conclave(command, dataDir: dir)
+            #expect(!result.succeeded)
+            #expect(result.errorOutput.contains("no device key"), "\(command): \(result.errorOutput)")
+            #expect(!FileManager.default.fileExists(atPath: dir.path), "\(command) created \(dir.path)")
+        }
+        let calls = try conclave(["keys", "calls"], dataDir: dir)
+        #expect(calls.succeeded, "\(calls.errorOutput)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path), "keys calls created \(dir.path)")
+    }
+
     @Test("keys calls lists stored calls without keys")
     func calls() throws {
         let dir = try TestPaths.temporaryDirectory()
@@ -136,7 +189,12 @@ struct KeysCommandTests {
             "history":[{"epoch":0,"wrappedKey":"\(secret)","appliedAt":"2026-01-01T00:00:00Z"}],
             "room":"4321","cryptoFormat":"ecall","updatedAt":"2026-01-01T00:00:00Z"}}
             """
-        let file = dir.appendingPathComponent("keys/calls/123456789012.json")
+        // Listing created nothing, so the folders are made here as the key store makes them.
+        let callsFolder = dir.appendingPathComponent("keys/calls")
+        try FileManager.default.createDirectory(at: callsFolder, withIntermediateDirectories: true)
+        chmod(dir.appendingPathComponent("keys").path, 0o700)
+        chmod(callsFolder.path, 0o700)
+        let file = callsFolder.appendingPathComponent("123456789012.json")
         try Data(record.utf8).write(to: file)
         chmod(file.path, 0o600)
         let listed = try conclave(["keys", "calls"], dataDir: dir)

@@ -121,6 +121,7 @@ struct DeviceIdentityStoreTests {
         let store = KeyStore(dataDirectory: root)
         let path = store.deviceKeyFile.path
         #expect(throws: KeyStoreError.noDeviceKey(path: path)) { try store.loadDeviceIdentity() }
+        try store.prepare()
 
         func write(_ text: String) throws {
             try SecureFiles.writePrivateFileAtomically(Data(text.utf8), to: store.deviceKeyFile)
@@ -155,6 +156,86 @@ struct DeviceIdentityStoreTests {
             to: store.deviceKeyFile
         )
         #expect(throws: KeyStoreError.corrupt(path: path, detail: "publicKey does not belong to privateKey")) {
+            try store.loadDeviceIdentity()
+        }
+    }
+}
+
+@Suite("replacing the device key")
+struct DeviceKeyReplacementTests {
+    @Test(
+        "init --force keeps the old key in previous/ and stored call keys still open",
+        arguments: DeviceKeyType.allCases
+    )
+    func storedCallKeysSurviveReplacement(type: DeviceKeyType) throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = KeyStore(dataDirectory: root.appendingPathComponent("data"))
+        let first = try store.createDeviceIdentity(type: type)
+        let callKey = CallKey.random()
+        try store.calls.storeWrappedKey(try KeyWrapping.wrap(callKey, for: first.publicKey), for: 77)
+        let oldBytes = try Data(contentsOf: store.deviceKeyFile)
+
+        let created = try store.initializeDeviceIdentity(type: type, replacing: true)
+        #expect(created.identity.publicKeyString != first.publicKeyString)
+        let replaced = try #require(created.replaced)
+        #expect(replaced.publicKey?.fingerprint == first.publicKey.fingerprint)
+        #expect(replaced.backup.deletingLastPathComponent().path == store.previousKeysDirectory.path)
+        #expect(replaced.backup.lastPathComponent.hasPrefix("device-"))
+        #expect(try Data(contentsOf: replaced.backup) == oldBytes, "the backup is the old file, byte for byte")
+        #expect(mode(replaced.backup) == 0o600)
+        #expect(mode(store.previousKeysDirectory) == 0o700)
+
+        // The stored call key was wrapped for the old key: the new one alone cannot open it, the store can.
+        let wrapped = try #require(try store.calls.wrappedKey(for: 77))
+        #expect(throws: KeyMaterialError.self) { try KeyWrapping.unwrap(wrapped, with: created.identity) }
+        let opened = try store.openCallKey(wrapped, with: try store.loadDeviceIdentity())
+        #expect(opened.hexString == callKey.hexString)
+
+        // A second replacement keeps both earlier keys, and the first call still opens.
+        let third = try store.initializeDeviceIdentity(type: type, replacing: true)
+        #expect(try store.previousDeviceIdentities().count == 2)
+        #expect(try store.openCallKey(wrapped, with: third.identity).hexString == callKey.hexString)
+    }
+
+    @Test("a key that no device key ever opened is still refused")
+    func foreignKeyRefused() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = KeyStore(dataDirectory: root)
+        let identity = try store.createDeviceIdentity(type: .p256)
+        try store.createDeviceIdentity(type: .p256, replacing: true)
+        let stranger = try DeviceIdentity.generate(.p256)
+        let wrapped = try KeyWrapping.wrap(CallKey.random(), for: stranger.publicKey)
+        #expect(throws: KeyMaterialError.self) { try store.openCallKey(wrapped, with: identity) }
+    }
+}
+
+@Suite("reading creates nothing")
+struct ReadOnlyKeyStoreTests {
+    @Test("loading, listing and reading calls on a missing data directory create nothing")
+    func missingDataDirectoryStaysMissing() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let data = root.appendingPathComponent("never-created")
+        let store = KeyStore(dataDirectory: data)
+        #expect(throws: KeyStoreError.noDeviceKey(path: store.deviceKeyFile.path)) { try store.loadDeviceIdentity() }
+        #expect(try store.calls.callIDs().isEmpty)
+        #expect(try store.calls.record(for: 1) == nil)
+        #expect(try store.previousDeviceIdentities().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: data.path))
+    }
+
+    @Test("a FIFO as device.json is refused at once, as a FIFO")
+    func fifoDeviceKeyRefused() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = KeyStore(dataDirectory: root)
+        try store.prepare()
+        #expect(mkfifo(store.deviceKeyFile.path, 0o600) == 0)
+        #expect(
+            throws: KeyStoreError.wrongKind(path: store.deviceKeyFile.path, found: "FIFO", expected: "regular file")
+        ) {
             try store.loadDeviceIdentity()
         }
     }
