@@ -1,6 +1,7 @@
 import ArgumentParser
 import Conclave
 import ConclaveE2EE
+import ConclaveFiles
 import ConclaveKeyStore
 import ConclaveRecorder
 import Dispatch
@@ -220,18 +221,21 @@ struct RecordCommand: AsyncParsableCommand {
         guard let record else { return nil }
         let identity = try KeyStoreAccess.identity(global)
         do {
-            let key = try KeyWrapping.unwrap(record.wrappedKey, with: identity)
+            // Also tries the device keys `keys init --force` replaced.
+            let key = try store.openCallKey(record.wrappedKey, with: identity)
             return LoadedKey(key: key, epoch: record.history.map(\.epoch).max() ?? 0)
         } catch {
             throw RecordCommandError(message: "the stored key of call \(callID): \(error)")
         }
     }
 
+    /// A key or invitation file: a regular file (a FIFO or folder is refused at once), at most 64 KiB.
     private func readSecretFile(_ path: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw RecordCommandError(message: "\(path): cannot read the file")
+        do {
+            return String(decoding: try PrivateFiles.readExistingRegularFile(path, limit: 64 << 10), as: UTF8.self)
+        } catch {
+            throw RecordCommandError(message: error.description)
         }
-        return String(decoding: data, as: UTF8.self)
     }
 
     static func defaultDirectory(callID: UInt64, in parent: String) -> String {
