@@ -18,7 +18,7 @@ import Testing
         #expect(configuration.iceTransportPolicy == .all)
         #expect(configuration.crypto == .ecall)
         #expect(configuration.videoCodec == .h264)
-        #expect(configuration.videoFrameRate == 15)
+        #expect(configuration.videoFrameRate == 30)
         #expect(configuration.audioBitrate == 32000)
     }
 
