@@ -84,13 +84,13 @@ let package = Package(
         .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CConclaveShims"]),
         .target(
             name: "ConclaveKeyStore",
-            dependencies: ["ConclaveE2EE", "ConclaveFiles", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ConclaveE2EE", "ConclaveFiles"]
         ),
 
         .target(
             name: "ConclaveRecorder",
             dependencies: [
-                "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveE2EE", "ConclaveFiles",
+                "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveFiles",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -104,7 +104,7 @@ let package = Package(
             name: "Conclave",
             dependencies: [
                 "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
-                "ConclaveKeyStore", "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveMedia", "ConclaveRecorder",
+                "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
                 "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -116,7 +116,7 @@ let package = Package(
             name: "conclave",
             dependencies: [
                 "Conclave", "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveE2EE", "ConclaveKeyStore",
-                "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
+                "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles", "ConclaveICE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -126,21 +126,26 @@ let package = Package(
             dependencies: [
                 "JanusTestBed",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
         // MARK: Benchmarks (bench/<name>/main.swift, run through bench/<name>/run)
-        .executableTarget(name: "bench-e2ee", dependencies: ["ConclaveE2EE"], path: "bench/e2ee/Sources"),
+        .executableTarget(
+            name: "bench-e2ee",
+            dependencies: ["ConclaveE2EE", "ConclaveCore", .product(name: "Logging", package: "swift-log")],
+            path: "bench/e2ee/Sources"
+        ),
         .executableTarget(
             name: "bench-codecs",
             dependencies: [
-                "ConclaveMedia", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV", "ConclaveCore",
+                "ConclaveMedia", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveCore",
             ],
             path: "bench/codecs/Sources"
         ),
         .executableTarget(
             name: "bench-janus-signaling",
-            dependencies: ["JanusClient", "JanusTestBed"],
+            dependencies: ["JanusClient", "JanusProtocol", "JanusTestBed"],
             path: "bench/janus-signaling/Sources"
         ),
 
@@ -148,7 +153,7 @@ let package = Package(
             name: "bench-transport",
             dependencies: [
                 "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol",
-                "JanusTestBed",
+                "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/transport/Sources"
         ),
@@ -156,7 +161,7 @@ let package = Package(
             name: "bench-recorder",
             dependencies: [
                 "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
-                "JanusTestBed",
+                "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/recorder/Sources"
         ),
@@ -165,16 +170,32 @@ let package = Package(
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
-        .testTarget(name: "JanusClientTests", dependencies: ["JanusClient", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "JanusClientTests",
+            dependencies: ["JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport"]
+        ),
         .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP", "ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP", "ConclaveCore", "ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveE2EETests", dependencies: ["ConclaveE2EE", "ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore"]),
+        .testTarget(
+            name: "ConclaveE2EETests",
+            dependencies: [
+                "ConclaveE2EE", "ConclaveCore", "ConclaveTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore", "ConclaveE2EE"]),
         .testTarget(name: "ConclaveFilesTests", dependencies: ["ConclaveFiles", "ConclaveTestSupport"]),
-        .testTarget(name: "ConclaveICETests", dependencies: ["ConclaveICE", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "ConclaveICETests",
+            dependencies: ["ConclaveICE", "ConclaveTestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "ConclaveDTLSTests",
-            dependencies: ["ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport"]
+            dependencies: [
+                "ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "ConclaveMediaTests",
@@ -183,20 +204,22 @@ let package = Package(
                 "ConclaveTestSupport",
             ]
         ),
-        .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport", "JanusTestBed"]),
         .testTarget(
             name: "ConclaveTests",
             dependencies: [
                 "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX",
                 "ConclaveOpus",
                 "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "ConclaveRecorderTests",
             dependencies: [
                 "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV",
-                "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+                "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]
