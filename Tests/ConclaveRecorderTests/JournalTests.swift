@@ -106,12 +106,13 @@ struct JournalTests {
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         // Magic (8), header length (4), header; then the frame record: marker (4), type, flags,
         // RTP timestamp (4), arrival (8), length (4), data, CRC (4) of type to data.
-        #expect(Array(bytes[0..<8]) == Array("CNCLJRN2".utf8))
+        try #require(Array(bytes.prefix(8)) == Array("CNCLJRN2".utf8))
         let headerLength = bytes[8..<12].reduce(0) { $0 << 8 | Int($1) }
         #expect(Array(bytes[(12 + headerLength)..<(16 + headerLength)]) == [0xC7, 0x1A, 0x4A, 0x9E])
         let start = 16 + headerLength
         let length = bytes[(start + 14)..<(start + 18)].reduce(0) { $0 << 8 | Int($1) }
         let end = start + 18 + length
+        try #require(end + 4 <= bytes.count, "the frame record lies inside the file")
         let stored = bytes[end..<(end + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         // Bit by bit, as the standard defines it (reflected, polynomial 0xEDB88320).
         var crc: UInt32 = 0xFFFF_FFFF
@@ -244,6 +245,7 @@ struct JournalTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let fifo = directory.appendingPathComponent("f.journal").path
         #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unblockFIFO(fifo) }
         let folder = directory.appendingPathComponent("d.journal").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         for (path, type) in [(fifo, "FIFO"), (folder, "folder")] {
@@ -260,7 +262,6 @@ struct JournalTests {
             )
             #expect(result == "\(path): it is a \(type), not a regular file")
         }
-        unblockFIFO(fifo)
     }
 
     @Test("Random and mutated journals give records or a typed error")
