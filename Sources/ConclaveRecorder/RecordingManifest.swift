@@ -144,11 +144,7 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
         }
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty:
-            // A syntax error: Foundation's parser says where ("around line 1, column 7").
-            let detail =
-                (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
-                ?? context.debugDescription
-            return oneLine("not valid JSON (\(detail))")
+            return syntaxError(in: data) ?? oneLine("not valid JSON (\(context.debugDescription))")
         case .dataCorrupted(let context):
             return oneLine("not a recording manifest: \(place(context)) is not valid (\(context.debugDescription))")
         case .keyNotFound(let key, let context):
@@ -161,6 +157,36 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
         @unknown default:
             return oneLine("\(error)")
         }
+    }
+
+    /// Where the JSON in `data` breaks, as "not valid JSON at line L, column C (why)".
+    ///
+    /// `JSONDecoder` on Linux says only that the data is not valid JSON; `JSONSerialization`
+    /// gives the character where parsing stopped ("Invalid value around character 17."), which
+    /// is turned into a line and column a person can go to.
+    private static func syntaxError(in data: Data) -> String? {
+        let detail: String
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            return nil
+        } catch {
+            guard let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String else { return nil }
+            detail = text
+        }
+        if detail.localizedCaseInsensitiveContains("end of file") {
+            return "not valid JSON: it ends in the middle (cut short?)"
+        }
+        let why = detail.split(separator: " around ").first.map(String.init)?.lowercased() ?? "invalid"
+        guard let range = detail.range(of: #"character (\d+)"#, options: .regularExpression),
+            let offset = Int(detail[range].dropFirst("character ".count)), offset >= 0, offset <= data.count
+        else {
+            return oneLine("not valid JSON (\(detail))")
+        }
+        let before = data.prefix(offset)
+        let line = before.reduce(1) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+        let lineStart = before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? before.startIndex
+        let column = offset - (lineStart - data.startIndex) + 1
+        return "not valid JSON at line \(line), column \(column) (\(why))"
     }
 
     private static func oneLine(_ text: String) -> String {

@@ -336,7 +336,10 @@ struct RepairSafetyTests {
         let folder = root + "/rec"
         #expect(mkdir(folder, 0o700) == 0)
         for (content, reason) in [
-            ("{\"callID\": 4242, oops", "not valid JSON ("), ("{\"callID\": \"4242\"}", "not a recording manifest: \""),
+            ("{\"callID\": 4242, oops", "not valid JSON at line 1, column 18 (invalid value)"),
+            ("{\n  \"callID\": 4242,\n  x", "not valid JSON at line 3, column 3 (invalid value)"),
+            ("{\"callID\": \"4242\"", "not valid JSON: it ends in the middle (cut short?)"),
+            ("{\"callID\": \"4242\"}", "not a recording manifest: \"formatVersion\" is missing"),
             ("", "the file is empty"),
         ] {
             try Data(content.utf8).write(to: URL(fileURLWithPath: folder + "/manifest.json"))
