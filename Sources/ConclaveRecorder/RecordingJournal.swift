@@ -58,10 +58,12 @@ public struct JournalHeader: Codable, Sendable, Hashable {
     /// may have changed, and `repair` writes `<file>.webm` and a temporary `.rebuild-<file>`: a
     /// separator or `..` would take those writes out of the folder, a leading dot would hide them
     /// or collide with the temporary files, and NUL would cut the name short in a system call.
+    /// Dots inside a name are fine (``ParticipantIdentity/fileSafeKey`` keeps them, so a user id
+    /// `a..b` makes `a..b-7-s1`): without a separator, `..` leaves the folder only as the whole name.
     public static func fileNameProblem(_ name: String) -> String? {
         if name.isEmpty { return "it is empty" }
         if name.contains("/") { return "it contains a path separator" }
-        if name.contains("..") { return "it contains \"..\"" }
+        if name == ".." || name == "." { return "it is \"\(name)\"" }
         if name.unicodeScalars.contains("\u{0}") { return "it contains a NUL character" }
         if name.hasPrefix(".") { return "it starts with a dot" }
         if name.utf8.count > 200 { return "it is longer than 200 bytes" }

@@ -161,3 +161,24 @@ struct NewRecordingFolderTests {
         #expect(throws: RecordingError.self) { try CallRecorder.checkNewRecordingFolder(root + "/plain") }
     }
 }
+
+@Suite("Repair privacy", .serialized)
+struct RepairPrivacyTests {
+    let start: Int64 = 1_763_000_000_000_000
+
+    @Test("Repair of a recording made with open modes (an older recorder, a copy) leaves it owner-only, and says so")
+    func repairNarrowsAnOpenRecording() throws {
+        let root = try FilePrivacy.openTemporaryFolder("conclave-privacy")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let folder = root + "/call"
+        try crashRecording(in: folder, start: start)
+        #expect(chmod(folder, 0o755) == 0)
+        for name in try names(in: folder) { #expect(chmod(folder + "/" + name, 0o644) == 0) }
+        let open = try names(in: folder).count
+        let outcome = try FilePrivacy.withUmask(0o000) {
+            try RecordingRepair.repair(directory: folder, recorderVersion: "test")
+        }
+        #expect(FilePrivacy.nonPrivateEntries(under: folder) == [])
+        #expect(outcome.notices.contains("made \(open) file(s) owner-only (mode 600)"), "\(outcome.notices)")
+    }
+}

@@ -105,6 +105,24 @@ struct RepairSafetyTests {
         #expect(try names(in: folder) == before, "nothing created, nothing removed")
     }
 
+    @Test("A plain name with dots inside (a user id such as a..b) is not a traversal: it is rebuilt")
+    func dotsInsideAName() throws {
+        let root = try FilePrivacy.openTemporaryFolder("conclave-repair")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let folder = root + "/rec"
+        try emptyRecording(folder)
+        let name = ParticipantIdentity(feedID: 11, display: "a..b:Ann").fileSafeKey + "-11-s1"
+        #expect(name == "a..b-11-s1")
+        try writeJournal(
+            folder + "/\(name).audio.journal",
+            file: name,
+            frames: try opusFrames(seconds: 1, start: start)
+        )
+        let outcome = try RecordingRepair.repair(directory: folder, recorderVersion: "test")
+        #expect(outcome.problems == [])
+        #expect(outcome.rebuilt == ["\(name).webm"])
+    }
+
     // MARK: - Shorter rebuilds, damaged journals
 
     @Test(
