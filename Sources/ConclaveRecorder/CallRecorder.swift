@@ -1,7 +1,12 @@
 import ConclaveAV
 public import ConclaveCore
+import ConclaveFiles
 import Foundation
 public import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Records a call: one container per participant per continuous segment, each track journaled
 /// beside it, and `manifest.json` describing it all.
@@ -130,7 +135,11 @@ public final class CallRecorder {
     private var endTime: Int64?
     private var finished = false
 
-    /// Creates the folder and the first manifest.
+    /// Creates the folder (owner-only, with any missing parents) and the first manifest.
+    ///
+    /// Refuses a folder that already holds a recording (see ``checkNewRecordingFolder(_:)``), and
+    /// one that another user owns; an existing folder of this user that others could enter is
+    /// narrowed to 0700 before anything is written into it.
     ///
     /// - Parameters:
     ///   - startTime: the call timeline's origin, Unix microseconds (normally now).
@@ -146,19 +155,50 @@ public final class CallRecorder {
         self.startTime = startTime
         self.logger = logger
         self.requestKeyframe = requestKeyframe
+        try Self.checkNewRecordingFolder(configuration.directory)
         do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.directory,
-                withIntermediateDirectories: true
-            )
+            try PrivateFiles.ensurePrivateDirectory(configuration.directory, createParents: true, policy: .narrow)
         } catch {
-            throw RecordingError(
-                path: configuration.directory,
-                reason: "cannot create the folder: \(error.localizedDescription)"
-            )
+            throw RecordingError(path: configuration.directory, reason: error.reasonWithoutPath)
         }
         try manifest().write(to: configuration.directory)
         lastManifestWrite = startTime
+    }
+
+    /// Refuses a folder that already holds a recording: a manifest, journals or containers.
+    ///
+    /// Recording into it would overwrite that recording's manifest, and its journals and files
+    /// wherever the names meet (the same participant and segment), so `record --out` must name a
+    /// new or empty folder. A missing folder is fine; so is a folder of other files.
+    public static func checkNewRecordingFolder(_ path: String) throws(RecordingError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { return }
+            throw RecordingError(path: path, reason: "cannot check the folder: \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw RecordingError(
+                path: path,
+                reason: "it is a \(PrivateFiles.fileTypeName(info.st_mode)), not a folder; choose another --out"
+            )
+        }
+        let names: [String]
+        do {
+            names = try listFolder(path)
+        } catch {
+            throw RecordingError(path: path, reason: "cannot check the folder: \(error.reasonWithoutPath)")
+        }
+        let recordingFiles = names.filter { name in
+            name == RecordingManifest.fileName || name.hasPrefix(RecordingManifest.fileName + ".")
+                || [JournalFormat.fileExtension, "webm", "mkv"].contains((name as NSString).pathExtension)
+        }.sorted()
+        guard recordingFiles.isEmpty else {
+            let shown = recordingFiles.prefix(3).joined(separator: ", ") + (recordingFiles.count > 3 ? ", ..." : "")
+            throw RecordingError(
+                path: path,
+                reason: "the folder already holds a recording (\(shown)); choose another --out"
+            )
+        }
     }
 
     // MARK: - Events
@@ -519,11 +559,31 @@ public final class CallRecorder {
             logger.warning("final file not rebuilt; live file and journals kept", metadata: ["reason": "\(error)"])
             return
         }
-        segment.finalMuxer = rebuilt.muxer
-        for track in segment.tracks.values {
-            try? FileManager.default.removeItem(atPath: configuration.directory + "/" + track.journalName)
+        guard case .replaced = rebuilt.placement else {
+            // The journals hold less than the live file (they were damaged on disk): both files
+            // and the journals stay for a person to look at.
+            logger.warning(
+                "final file not rebuilt over the live file; live file, rebuild and journals kept",
+                metadata: ["file": "\(rebuilt.file ?? "-")"]
+            )
+            return
         }
-        segment.journalsRemoved = true
+        segment.finalMuxer = rebuilt.muxer
+        // A journal with records the rebuild could not read still holds frames nothing else has.
+        guard rebuilt.journalsWithUnreadRecords.isEmpty else {
+            logger.warning("journal damaged; journals kept", metadata: ["segment": "\(segment.baseName)"])
+            return
+        }
+        var removed = true
+        for track in segment.tracks.values {
+            do {
+                try PrivateFiles.removeFile(configuration.directory + "/" + track.journalName)
+            } catch {
+                removed = false
+                logger.warning("journal not removed", metadata: ["error": "\(error)"])
+            }
+        }
+        segment.journalsRemoved = removed
     }
 
     private func writeManifest() {

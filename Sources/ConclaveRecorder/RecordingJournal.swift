@@ -1,5 +1,10 @@
 public import ConclaveCore
+import ConclaveFiles
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What a journal file describes: one track of one segment of one participant.
 ///
@@ -14,7 +19,8 @@ public struct JournalHeader: Codable, Sendable, Hashable {
     public var display: String?
     /// The segment's number within the participant (1-based).
     public var segment: Int
-    /// The container file this journal belongs to (a name in the same folder).
+    /// The container file this journal belongs to, without extension (a name in the same
+    /// folder: `recordings repair` refuses anything else, see ``fileNameProblem``).
     public var file: String
     /// Audio or video.
     public var kind: MediaKind
@@ -41,6 +47,27 @@ public struct JournalHeader: Codable, Sendable, Hashable {
         self.kind = kind
         self.codec = codec
         self.recordingStartMicroseconds = recordingStartMicroseconds
+    }
+
+    /// Why ``file`` is not a plain name in the journal's own folder, or nil when it is.
+    public var fileNameProblem: String? { Self.fileNameProblem(file) }
+
+    /// Why `name` is not a plain name of a file in the journal's folder, or nil when it is.
+    ///
+    /// The header comes from a file that anyone who could write to the folder (or a damaged disk)
+    /// may have changed, and `repair` writes `<file>.webm` and a temporary `.rebuild-<file>`: a
+    /// separator or `..` would take those writes out of the folder, a leading dot would hide them
+    /// or collide with the temporary files, and NUL would cut the name short in a system call.
+    /// Dots inside a name are fine (``ParticipantIdentity/fileSafeKey`` keeps them, so a user id
+    /// `a..b` makes `a..b-7-s1`): without a separator, `..` leaves the folder only as the whole name.
+    public static func fileNameProblem(_ name: String) -> String? {
+        if name.isEmpty { return "it is empty" }
+        if name.contains("/") { return "it contains a path separator" }
+        if name == ".." || name == "." { return "it is \"\(name)\"" }
+        if name.unicodeScalars.contains("\u{0}") { return "it contains a NUL character" }
+        if name.hasPrefix(".") { return "it starts with a dot" }
+        if name.utf8.count > 200 { return "it is longer than 200 bytes" }
+        return nil
     }
 }
 
@@ -82,15 +109,26 @@ public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// The on-disk layout of a journal.
 ///
-/// `CNCLJRN1`, a big-endian UInt32 header length and the JSON header, then records:
-/// a type byte (1 frame, 2 sender report), the fields, and a CRC-32 of type and fields.
+/// `CNCLJRN2`, a big-endian UInt32 header length and the JSON header, then records: the
+/// 4-byte ``recordMarker``, a type byte (1 frame, 2 sender report), the fields, and a CRC-32 of
+/// type and fields (not the marker).
 /// Frame: flags (bit 0 keyframe, bit 1 loss count present), RTP timestamp u32, arrival i64,
 /// frames lost just before it u32 (only with bit 1), length u32, bytes.
 /// Sender report: NTP u64, RTP timestamp u32, arrival i64.
 /// Records are only ever appended, so a file cut at any byte holds every complete record before
-/// the cut; the reader stops at the first incomplete or corrupt record.
+/// the cut. A corrupt record in the middle (a bad sector, a flipped bit) costs only itself: the
+/// reader looks for the next marker whose record's checksum holds and goes on from there.
+///
+/// `CNCLJRN1` journals (written before the marker existed) have the same records without it;
+/// they are still read, up to their first incomplete or corrupt record.
 enum JournalFormat {
-    static let magic = Array("CNCLJRN1".utf8)
+    static let magic = Array("CNCLJRN2".utf8)
+    /// The first version's magic: no record markers, so reading stops at the first bad record.
+    static let magicVersion1 = Array("CNCLJRN1".utf8)
+    /// Written before every record of a version 2 journal so that a reader can find the next
+    /// record after a corrupt one. Any fixed value would do (the record's CRC decides whether a
+    /// match is a record); this one is not ASCII and not a common video or Opus byte pattern.
+    static let recordMarker: [UInt8] = [0xC7, 0x1A, 0x4A, 0x9E]
     static let frameRecord: UInt8 = 1
     static let senderReportRecord: UInt8 = 2
     static let keyframeFlag: UInt8 = 1
@@ -130,9 +168,11 @@ public final class JournalWriter {
         self.path = path
         self.header = header
         self.syncInterval = syncIntervalMicroseconds
-        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw JournalError(path: path, reason: "cannot create: \(String(cString: strerror(errno)))")
+        // Decrypted frames: owner-only whatever the umask.
+        do {
+            descriptor = try PrivateFiles.openPrivateFile(path)
+        } catch {
+            throw JournalError(path: path, reason: error.reasonWithoutPath)
         }
         let json: Data
         do {
@@ -157,6 +197,7 @@ public final class JournalWriter {
         throws(JournalError)
     {
         guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
+        pending.append(contentsOf: JournalFormat.recordMarker)
         let start = pending.count
         let lost = UInt32(clamping: max(framesLostBefore, 0))
         pending.append(JournalFormat.frameRecord)
@@ -174,6 +215,7 @@ public final class JournalWriter {
     /// Appends a sender report (in memory until the next ``commit()`` or sync).
     public func appendSenderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64) throws(JournalError) {
         guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
+        pending.append(contentsOf: JournalFormat.recordMarker)
         let start = pending.count
         pending.append(JournalFormat.senderReportRecord)
         pending.appendBigEndian(ntp)
@@ -236,7 +278,7 @@ public final class JournalWriter {
             }
         }
         if failure != 0 {
-            // A partial record may be on disk; the reader stops at it, so earlier records stay usable.
+            // A partial record may be on disk; the reader skips it, so the other records stay usable.
             throw JournalError(
                 path: path,
                 reason: "cannot write: \(String(cString: strerror(failure)))",
@@ -247,30 +289,68 @@ public final class JournalWriter {
     }
 }
 
-/// Reads a journal record by record, tolerating a cut or corrupt tail.
+/// A stretch of a journal that held no readable record.
+public struct JournalDamage: Sendable, Hashable {
+    /// Where it starts (a record's marker, or its type byte in a version 1 journal).
+    public var byteOffset: Int
+    /// How long it is: up to the next readable record, or to the end of the file.
+    public var length: Int
+    /// How many records it held, as far as their markers tell (at least one).
+    public var records: Int
+    /// Why its first record was not readable.
+    public var reason: String
+    /// The file ends inside the stretch's only record: a write cut short by a crash. Nothing in
+    /// it was ever a complete record, so it holds nothing a later reader could use.
+    public var isCutTail: Bool
+
+    public init(byteOffset: Int, length: Int, records: Int, reason: String, isCutTail: Bool) {
+        self.byteOffset = byteOffset
+        self.length = length
+        self.records = records
+        self.reason = reason
+        self.isCutTail = isCutTail
+    }
+}
+
+/// Reads a journal record by record, skipping damaged records.
 ///
 /// The file is memory-mapped and records are decoded one at a time, so rebuilding an hour-long
-/// recording does not hold its frames in memory.
+/// recording does not hold its frames in memory (which is why it does not use
+/// `PrivateFiles.readRegularFile`, which reads the whole file). Like that function it opens the
+/// file without blocking and refuses anything but a regular file, so a FIFO or a folder named
+/// `*.journal` gives an error instead of hanging `repair`.
+///
+/// A record that does not check out (cut, unknown type, checksum mismatch) is skipped: in a
+/// version 2 journal the reader goes on at the next record marker whose record checks out, in a
+/// version 1 journal it stops. ``damage`` lists what was skipped.
 public struct JournalReader {
     /// The journal's path.
     public let path: String
     /// The header.
     public let header: JournalHeader
-    /// Where the readable part ends, when the file goes on past it (a cut or corrupt tail).
-    public private(set) var damagedTailOffset: Int?
-    /// Why the tail was not readable.
-    public private(set) var damagedTailReason: String?
+    /// The format version (1: no record markers, 2: markers).
+    public let version: Int
+    /// The stretches skipped so far, in file order.
+    public private(set) var damage: [JournalDamage] = []
     private var reader: ByteReader
+    private var finished = false
+
+    /// Where the readable part ends, when the file ends in a stretch that held no readable record.
+    public var damagedTailOffset: Int? {
+        guard let last = damage.last, last.byteOffset + last.length == reader.data.count else { return nil }
+        return last.byteOffset
+    }
+
+    /// Why the tail was not readable.
+    public var damagedTailReason: String? { damagedTailOffset == nil ? nil : damage.last?.reason }
+
+    /// Whether the journal holds records that were not read: anything skipped other than a
+    /// record cut short at the end by a crash. Such a journal is never deleted by `repair`.
+    public var holdsUnreadRecords: Bool { damage.contains { !$0.isCutTail } }
 
     /// Opens the journal at `path` and reads its header.
     public init(path: String) throws(JournalError) {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-        } catch {
-            throw JournalError(path: path, reason: "cannot read the file: \(error.localizedDescription)")
-        }
-        try self.init(data: data, path: path)
+        try self.init(data: try Self.map(path), path: path)
     }
 
     /// Reads journal bytes that came from `path`.
@@ -281,8 +361,11 @@ public struct JournalReader {
     private init(data: Data, path: String) throws(JournalError) {
         self.path = path
         var reader = ByteReader(data: data)
-        guard let magic = reader.read(count: JournalFormat.magic.count), Array(magic) == JournalFormat.magic else {
-            throw JournalError(path: path, reason: "not a Conclave journal (bad magic)", byteOffset: 0)
+        let magic = reader.read(count: JournalFormat.magic.count).map(Array.init) ?? []
+        switch magic {
+        case JournalFormat.magic: version = 2
+        case JournalFormat.magicVersion1: version = 1
+        default: throw JournalError(path: path, reason: "not a Conclave journal (bad magic)", byteOffset: 0)
         }
         guard let headerLength = reader.readUInt32().map(Int.init), headerLength <= JournalFormat.maximumHeaderSize,
             let headerBytes = reader.read(count: headerLength)
@@ -292,49 +375,162 @@ public struct JournalReader {
         do {
             header = try JSONDecoder().decode(JournalHeader.self, from: headerBytes)
         } catch {
-            throw JournalError(path: path, reason: "the header is not valid: \(error)", byteOffset: 12)
+            throw JournalError(path: path, reason: "the header is not valid JSON of a journal header", byteOffset: 12)
         }
         self.reader = reader
     }
 
-    /// The next complete record, or nil at the end of the readable part.
+    /// Maps the regular file at `path` read-only, refusing (without blocking) anything else.
+    private static func map(_ path: String) throws(JournalError) -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            throw JournalError(path: path, reason: "cannot open it: \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw JournalError(path: path, reason: "cannot stat it: \(String(cString: strerror(errno)))")
+        }
+        do {
+            try PrivateFiles.checkRegular(info, path: path, privacy: .any)
+        } catch {
+            throw JournalError(path: path, reason: error.reasonWithoutPath)
+        }
+        let size = Int(info.st_size)
+        guard size > 0 else { return Data() }
+        guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0),
+            base != UnsafeMutableRawPointer(bitPattern: -1)
+        else {
+            throw JournalError(path: path, reason: "cannot map it: \(String(cString: strerror(errno)))")
+        }
+        return Data(bytesNoCopy: base, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
+    }
+
+    /// The next readable record, or nil at the end of the file (or, in a version 1 journal, at
+    /// its first damaged record).
     public mutating func next() -> JournalRecord? {
-        guard damagedTailOffset == nil, !reader.isAtEnd else { return nil }
-        let start = reader.offset
-        switch Self.readRecord(&reader, codec: header.codec) {
-        case .success(let record):
-            return record
-        case .failure(let reason):
-            damagedTailOffset = start
-            damagedTailReason = reason
+        while !finished, !reader.isAtEnd {
+            let start = reader.offset
+            let failure: RecordFailure
+            switch readRecord(at: start) {
+            case .success(let record, let end):
+                reader.seek(to: end)
+                return record
+            case .failure(let reason):
+                failure = reason
+            }
+            guard version >= 2, let resume = nextReadableRecord(after: start) else {
+                let records = version >= 2 ? max(markers(in: start..<reader.data.count), 1) : 1
+                damage.append(
+                    JournalDamage(
+                        byteOffset: start,
+                        length: reader.data.count - start,
+                        records: records,
+                        reason: failure.reason,
+                        isCutTail: failure.isCut && records == 1
+                    )
+                )
+                finished = true
+                return nil
+            }
+            damage.append(
+                JournalDamage(
+                    byteOffset: start,
+                    length: resume - start,
+                    records: max(markers(in: start..<resume), 1),
+                    reason: failure.reason,
+                    isCutTail: false
+                )
+            )
+            reader.seek(to: resume)
+        }
+        return nil
+    }
+
+    /// The offset of the first marker after `start` whose record checks out.
+    private func nextReadableRecord(after start: Int) -> Int? {
+        var candidate = start + 1
+        while let found = nextMarker(from: candidate) {
+            if case .success = readRecord(at: found) { return found }
+            candidate = found + 1
+        }
+        return nil
+    }
+
+    /// The offset of the first record marker at or after `offset`.
+    private func nextMarker(from offset: Int) -> Int? {
+        let marker = JournalFormat.recordMarker
+        let data = reader.data
+        guard offset >= 0, data.count - offset >= marker.count else { return nil }
+        return data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int? in
+            var index = offset
+            let last = buffer.count - marker.count
+            while index <= last {
+                if buffer[index] == marker[0], buffer[index + 1] == marker[1], buffer[index + 2] == marker[2],
+                    buffer[index + 3] == marker[3]
+                {
+                    return index
+                }
+                index += 1
+            }
             return nil
         }
     }
 
-    private enum RecordResult {
-        case success(JournalRecord)
-        case failure(String)
+    /// How many record markers start inside `range`.
+    private func markers(in range: Range<Int>) -> Int {
+        var count = 0
+        var offset = range.lowerBound
+        while let found = nextMarker(from: offset), found < range.upperBound {
+            count += 1
+            offset = found + 1
+        }
+        return count
     }
 
-    private static func readRecord(_ reader: inout ByteReader, codec: MediaCodec) -> RecordResult {
+    private struct RecordFailure {
+        var reason: String
+        /// The file ended inside the record (as opposed to bytes that are there but wrong).
+        var isCut: Bool
+    }
+
+    private enum RecordResult {
+        case success(JournalRecord, end: Int)
+        case failure(RecordFailure)
+    }
+
+    /// Decodes the record at `offset` (its marker first, in a version 2 journal).
+    private func readRecord(at offset: Int) -> RecordResult {
+        var reader = reader
+        reader.seek(to: offset)
+        if version >= 2 {
+            guard let marker = reader.read(count: JournalFormat.recordMarker.count) else {
+                return .failure(RecordFailure(reason: "cut record marker", isCut: true))
+            }
+            guard Array(marker) == JournalFormat.recordMarker else {
+                return .failure(RecordFailure(reason: "no record marker", isCut: false))
+            }
+        }
         let start = reader.offset
-        guard let type = reader.readUInt8() else { return .failure("cut record") }
+        func cut(_ reason: String) -> RecordResult { .failure(RecordFailure(reason: reason, isCut: true)) }
+        func bad(_ reason: String) -> RecordResult { .failure(RecordFailure(reason: reason, isCut: false)) }
+        guard let type = reader.readUInt8() else { return cut("cut record") }
         let record: JournalRecord
         switch type {
         case JournalFormat.frameRecord:
             guard let flags = reader.readUInt8(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64()
-            else { return .failure("cut frame record") }
+            else { return cut("cut frame record") }
             var lost: UInt32 = 0
             if flags & JournalFormat.lossFlag != 0 {
-                guard let count = reader.readUInt32() else { return .failure("cut frame record") }
+                guard let count = reader.readUInt32() else { return cut("cut frame record") }
                 lost = count
             }
-            guard let length = reader.readUInt32().map(Int.init) else { return .failure("cut frame record") }
-            guard length <= JournalFormat.maximumFrameSize else { return .failure("frame length \(length) too large") }
-            guard let data = reader.read(count: length) else { return .failure("cut frame data") }
+            guard let length = reader.readUInt32().map(Int.init) else { return cut("cut frame record") }
+            guard length <= JournalFormat.maximumFrameSize else { return bad("frame length \(length) too large") }
+            guard let data = reader.read(count: length) else { return cut("cut frame data") }
             record = .frame(
                 EncodedFrame(
-                    codec: codec,
+                    codec: header.codec,
                     data: [UInt8](data),
                     rtpTimestamp: rtp,
                     isKeyframe: flags & JournalFormat.keyframeFlag != 0
@@ -344,23 +540,26 @@ public struct JournalReader {
             )
         case JournalFormat.senderReportRecord:
             guard let ntp = reader.readUInt64(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64() else {
-                return .failure("cut sender report record")
+                return cut("cut sender report record")
             }
             record = .senderReport(ntp: ntp, rtpTimestamp: rtp, arrivalMicroseconds: Int64(bitPattern: arrival))
         default:
-            return .failure("unknown record type \(type)")
+            return bad("unknown record type \(type)")
         }
         let checked = reader.slice(from: start)
-        guard let stored = reader.readUInt32() else { return .failure("cut checksum") }
-        guard stored == CRC32.checksum(checked) else { return .failure("checksum mismatch") }
-        return .success(record)
+        guard let stored = reader.readUInt32() else { return cut("cut checksum") }
+        guard stored == CRC32.checksum(checked) else { return bad("checksum mismatch") }
+        return .success(record, end: reader.offset)
     }
 }
 
 /// A whole journal in memory: the header and every complete record (tests and small tools).
 public struct JournalContents: Sendable {
     public var header: JournalHeader
+    public var version: Int
     public var records: [JournalRecord]
+    /// The stretches that held no readable record (see ``JournalReader/damage``).
+    public var damage: [JournalDamage]
     public var damagedTailOffset: Int?
     public var damagedTailReason: String?
 
@@ -375,8 +574,10 @@ public struct JournalContents: Sendable {
     private init(reading reader: JournalReader) {
         var reader = reader
         header = reader.header
+        version = reader.version
         records = []
         while let record = reader.next() { records.append(record) }
+        damage = reader.damage
         damagedTailOffset = reader.damagedTailOffset
         damagedTailReason = reader.damagedTailReason
     }
@@ -390,6 +591,8 @@ struct ByteReader {
     init(data: Data) { self.data = data }
 
     var isAtEnd: Bool { offset >= data.count }
+
+    mutating func seek(to offset: Int) { self.offset = min(max(offset, 0), data.count) }
 
     mutating func read(count: Int) -> Data? {
         guard count >= 0, data.count - offset >= count else { return nil }

@@ -1,5 +1,10 @@
 public import ConclaveCore
+import ConclaveFiles
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `manifest.json`: what a recording folder holds and how its files line up.
 ///
@@ -83,30 +88,128 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
         public var reason: String
     }
 
-    /// Reads `manifest.json` from `directory`.
-    public static func read(from directory: String) throws(RecordingError) -> RecordingManifest {
-        let path = directory + "/manifest.json"
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw RecordingError(path: path, reason: "cannot read the manifest")
-        }
+    /// The manifest's file name in a recording folder.
+    public static let fileName = "manifest.json"
+
+    /// A manifest larger than this is not one (a call of hundreds of participants and segments
+    /// is well under a megabyte).
+    static let maximumSize = 16 << 20
+
+    /// What is at a folder's `manifest.json`.
+    enum Loaded {
+        /// Nothing.
+        case missing
+        /// A manifest.
+        case loaded(RecordingManifest)
+        /// A regular file that is not a manifest (empty, cut, not JSON, not ours), and why.
+        case unparseable(String)
+    }
+
+    /// Reads `manifest.json` from `directory`, telling a missing file and an unparseable one
+    /// apart; throws when it cannot be read at all (permissions, a FIFO or folder, I/O).
+    static func load(from directory: String) throws(FileError) -> Loaded {
+        let path = directory + "/" + fileName
+        guard let data = try PrivateFiles.readRegularFile(path, limit: maximumSize) else { return .missing }
         do {
-            return try JSONDecoder().decode(RecordingManifest.self, from: data)
+            return .loaded(try JSONDecoder().decode(RecordingManifest.self, from: data))
         } catch {
-            throw RecordingError(path: path, reason: "the manifest is not valid: \(error)")
+            return .unparseable(describe(error, of: data))
         }
     }
 
+    /// Reads `manifest.json` from `directory`.
+    public static func read(from directory: String) throws(RecordingError) -> RecordingManifest {
+        let path = directory + "/" + fileName
+        let loaded: Loaded
+        do {
+            loaded = try load(from: directory)
+        } catch {
+            throw RecordingError(path: path, reason: "cannot read the manifest: \(error.reasonWithoutPath)")
+        }
+        switch loaded {
+        case .loaded(let manifest): return manifest
+        case .missing:
+            throw RecordingError(path: path, reason: "cannot read the manifest: \(String(cString: strerror(ENOENT)))")
+        case .unparseable(let reason): throw RecordingError(path: path, reason: "cannot read the manifest: \(reason)")
+        }
+    }
+
+    /// Why `data` did not decode as a manifest, in one line.
+    static func describe(_ error: any Error, of data: Data) -> String {
+        if data.isEmpty { return "the file is empty" }
+        guard let error = error as? DecodingError else { return oneLine("\(error)") }
+        func place(_ context: DecodingError.Context) -> String {
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return path.isEmpty ? "the top level" : String(path.drop { $0 == "." })
+        }
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return syntaxError(in: data) ?? oneLine("not valid JSON (\(context.debugDescription))")
+        case .dataCorrupted(let context):
+            return oneLine("not a recording manifest: \(place(context)) is not valid (\(context.debugDescription))")
+        case .keyNotFound(let key, let context):
+            let parent = context.codingPath.isEmpty ? "" : " in \(place(context))"
+            return "not a recording manifest: \"\(key.stringValue)\" is missing\(parent)"
+        case .typeMismatch(let type, let context):
+            return "not a recording manifest: \(place(context)) is not a \(type)"
+        case .valueNotFound(let type, let context):
+            return "not a recording manifest: \(place(context)) is null, not a \(type)"
+        @unknown default:
+            return oneLine("\(error)")
+        }
+    }
+
+    /// Where the JSON in `data` breaks, as "not valid JSON at line L, column C (why)".
+    ///
+    /// `JSONDecoder` on Linux says only that the data is not valid JSON; `JSONSerialization`
+    /// gives the character where parsing stopped ("Invalid value around character 17."), which
+    /// is turned into a line and column a person can go to.
+    private static func syntaxError(in data: Data) -> String? {
+        let detail: String
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            return nil
+        } catch {
+            guard let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String else { return nil }
+            detail = text
+        }
+        if detail.localizedCaseInsensitiveContains("end of file") {
+            return "not valid JSON: it ends in the middle (cut short?)"
+        }
+        let why = detail.split(separator: " around ").first.map(String.init)?.lowercased() ?? "invalid"
+        guard let range = detail.range(of: #"character (\d+)"#, options: .regularExpression),
+            let offset = Int(detail[range].dropFirst("character ".count)), offset >= 0, offset <= data.count
+        else {
+            return oneLine("not valid JSON (\(detail))")
+        }
+        let before = data.prefix(offset)
+        let line = before.reduce(1) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+        let lineStart = before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? before.startIndex
+        let column = offset - (lineStart - data.startIndex) + 1
+        return "not valid JSON at line \(line), column \(column) (\(why))"
+    }
+
+    private static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+
     /// Writes `manifest.json` into `directory` atomically (a temporary file renamed over it), so a
-    /// crash or a full disk leaves the previous version intact.
+    /// crash or a full disk leaves the previous version intact; owner-only whatever the umask,
+    /// since it names the call's participants.
     public func write(to directory: String) throws(RecordingError) {
-        let path = directory + "/manifest.json"
+        let path = directory + "/" + Self.fileName
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data: Data
         do {
-            let data = try encoder.encode(self)
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+            data = try encoder.encode(self)
         } catch {
-            throw RecordingError(path: path, reason: "cannot write the manifest: \(error.localizedDescription)")
+            throw RecordingError(path: path, reason: "cannot encode the manifest: \(error)")
+        }
+        do {
+            try PrivateFiles.writeAtomically(data, to: path)
+        } catch {
+            throw RecordingError(path: path, reason: "cannot write the manifest: \(error.reasonWithoutPath)")
         }
     }
 }
@@ -122,6 +225,21 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     public var description: String { "\(path): \(reason)" }
+}
+
+extension FileError {
+    /// The description without the path, for errors that name the path themselves.
+    var reasonWithoutPath: String {
+        switch kind {
+        case .system(let operation, let code): "cannot \(operation) it: \(String(cString: strerror(code)))"
+        case .wrongType(let expected, let found): "it is a \(found), not a \(expected)"
+        case .wrongOwner(let uid): "refusing it: owned by uid \(uid), not by this user"
+        case .insecureMode(let mode):
+            "refusing it: mode \(String(mode & 0o7777, radix: 8)) lets other users in (fix with chmod go-rwx)"
+        case .tooLarge(let limit): "refusing it: larger than \(limit) bytes"
+        case .exists: "it already exists"
+        }
+    }
 }
 
 /// Who a display name says a participant is.

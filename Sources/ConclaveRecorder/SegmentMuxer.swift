@@ -1,5 +1,6 @@
 import ConclaveAV
 public import ConclaveCore
+import ConclaveFiles
 import ConclaveRTP
 import Foundation
 
@@ -294,17 +295,19 @@ public final class SegmentMuxer {
         self.path = path
         do throws(MediaFileError) {
             var target = path
-            if live {
-                // libavformat's pipe protocol writes to a descriptor it does not seek on.
-                liveDescriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-                guard liveDescriptor >= 0 else {
-                    throw MediaFileError(
-                        path: path,
-                        kind: .writeFailed,
-                        reason: "cannot create the file: \(String(cString: strerror(errno)))"
-                    )
+            // Decrypted media: owner-only whatever the umask. libavformat creates the non-live
+            // file itself with the umask's mode, so it gets a 0600 file (which keeps its mode
+            // when libavformat truncates it) instead.
+            do throws(FileError) {
+                if live {
+                    // libavformat's pipe protocol writes to a descriptor it does not seek on.
+                    liveDescriptor = try PrivateFiles.openPrivateFile(path)
+                    target = "pipe:\(liveDescriptor)"
+                } else {
+                    try PrivateFiles.createPrivateFile(path)
                 }
-                target = "pipe:\(liveDescriptor)"
+            } catch {
+                throw MediaFileError(path: path, kind: .writeFailed, reason: error.reasonWithoutPath)
             }
             writer = try MediaFileWriter(
                 path: target,

@@ -29,7 +29,8 @@ struct RecordingsCommand: ParsableCommand {
 
     struct Repair: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Rebuild every container from its journal (after a crash or kill), and update the manifest."
+            abstract:
+                "Rebuild every container from its journal (after a crash or kill), and update the manifest. A file is never replaced by a rebuild that holds less; that rebuild is written beside it as <name>.repaired.<ext>."
         )
 
         @Argument(help: "The recording folder.")
@@ -37,7 +38,8 @@ struct RecordingsCommand: ParsableCommand {
 
         @Flag(
             name: .customLong("remove-journals"),
-            help: "Remove the journals of files that were rebuilt and verified."
+            help:
+                "Remove the journals of files that were rebuilt, verified and put in place; journals with unreadable records are kept."
         )
         var removeJournals = false
 
@@ -53,6 +55,9 @@ struct RecordingsCommand: ParsableCommand {
                 throw RecordCommandError(message: error.description)
             }
             for file in outcome.rebuilt { print("rebuilt \(directory)/\(file)") }
+            for notice in outcome.notices {
+                FileHandle.standardError.write(Data("conclave: note: \(notice)\n".utf8))
+            }
             for problem in outcome.problems {
                 FileHandle.standardError.write(Data("conclave: \(problem)\n".utf8))
             }

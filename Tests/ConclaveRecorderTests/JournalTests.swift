@@ -104,12 +104,15 @@ struct JournalTests {
         let path = directory.appendingPathComponent("t.journal").path
         _ = try writeSample(to: path, frames: 1)
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        // Magic (8), header length (4), header; then the frame record: type, flags, RTP timestamp
-        // (4), arrival (8), length (4), data, CRC (4).
+        // Magic (8), header length (4), header; then the frame record: marker (4), type, flags,
+        // RTP timestamp (4), arrival (8), length (4), data, CRC (4) of type to data.
+        try #require(Array(bytes.prefix(8)) == Array("CNCLJRN2".utf8))
         let headerLength = bytes[8..<12].reduce(0) { $0 << 8 | Int($1) }
-        let start = 12 + headerLength
+        #expect(Array(bytes[(12 + headerLength)..<(16 + headerLength)]) == [0xC7, 0x1A, 0x4A, 0x9E])
+        let start = 16 + headerLength
         let length = bytes[(start + 14)..<(start + 18)].reduce(0) { $0 << 8 | Int($1) }
         let end = start + 18 + length
+        try #require(end + 4 <= bytes.count, "the frame record lies inside the file")
         let stored = bytes[end..<(end + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         // Bit by bit, as the standard defines it (reflected, polynomial 0xEDB88320).
         var crc: UInt32 = 0xFFFF_FFFF
@@ -140,8 +143,8 @@ struct JournalTests {
         #expect(previousCount == written.count)
     }
 
-    @Test("A flipped byte inside a record stops reading at that record (checksum), never a crash")
-    func corruption() throws {
+    @Test("A flipped byte inside a record costs only that record: the reader resynchronises at the next marker")
+    func corruptionResynchronises() throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("t.journal").path
@@ -153,8 +156,112 @@ struct JournalTests {
         let fifth = headerEnd + sizes.prefix(4).reduce(0, +)
         bytes[fifth + sizes[4] / 2] ^= 0x40
         let contents = try JournalContents(bytes: bytes, path: path)
+        var expected = written
+        expected.remove(at: 4)
+        #expect(contents.records == expected)
+        #expect(
+            contents.damage == [
+                JournalDamage(
+                    byteOffset: fifth,
+                    length: sizes[4],
+                    records: 1,
+                    reason: "checksum mismatch",
+                    isCutTail: false
+                )
+            ]
+        )
+        #expect(contents.damagedTailOffset == nil, "the damage is in the middle, not at the end")
+    }
+
+    @Test("Damage anywhere (a byte flipped in any record, or a run of bytes zeroed) loses only the records it touches")
+    func damageAnywhere() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("t.journal").path
+        let written = try writeSample(to: path, frames: 30)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let sizes = recordSizes(written)
+        let headerEnd = bytes.count - sizes.reduce(0, +)
+        var starts: [Int] = []
+        var offset = headerEnd
+        for size in sizes {
+            starts.append(offset)
+            offset += size
+        }
+        var random = SplitMix64(seed: 5)
+        for _ in 0..<200 {
+            var damaged = bytes
+            let first = Int.random(in: headerEnd..<bytes.count, using: &random)
+            let length = Int.random(in: 1...40, using: &random)
+            let end = min(first + length, bytes.count)
+            for index in first..<end { damaged[index] = length % 2 == 0 ? 0 : damaged[index] ^ 0x5A }
+            // The records whose bytes were touched.
+            let touched = Set(sizes.indices.filter { starts[$0] < end && starts[$0] + sizes[$0] > first })
+            let contents = try JournalContents(bytes: damaged, path: path)
+            let survivors = written.indices.filter { !touched.contains($0) }.map { written[$0] }
+            #expect(contents.records == survivors, "bytes \(first)..<\(end) touched records \(touched.sorted())")
+            #expect(contents.damage.reduce(0) { $0 + $1.records } >= 1)
+            #expect(contents.damage.allSatisfy { !$0.isCutTail })
+        }
+    }
+
+    @Test("Version 1 journals (no record markers) are still read, up to their first damaged record")
+    func versionOneJournals() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("t.journal").path
+        let written = try writeSample(to: path, frames: 12)
+        var bytes = versionOne(of: [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), records: written)
+        let whole = try JournalContents(bytes: bytes, path: path)
+        #expect(whole.version == 1)
+        #expect(whole.header == Self.header)
+        #expect(whole.records == written)
+        #expect(whole.damage.isEmpty)
+        let sizes = recordSizes(written).map { $0 - 4 }
+        let headerEnd = bytes.count - sizes.reduce(0, +)
+        let fifth = headerEnd + sizes.prefix(4).reduce(0, +)
+        bytes[fifth + sizes[4] / 2] ^= 0x40
+        let contents = try JournalContents(bytes: bytes, path: path)
         #expect(contents.records == Array(written.prefix(4)))
         #expect(contents.damagedTailOffset == fifth)
+        #expect(contents.damage.count == 1 && contents.damage.first?.isCutTail == false)
+    }
+
+    /// The same journal in the first format: its magic, and no marker before the records.
+    func versionOne(of bytes: [UInt8], records: [JournalRecord]) -> [UInt8] {
+        let sizes = recordSizes(records)
+        var offset = bytes.count - sizes.reduce(0, +)
+        var result = Array("CNCLJRN1".utf8) + bytes[8..<offset]
+        for size in sizes {
+            result += bytes[(offset + 4)..<(offset + size)]
+            offset += size
+        }
+        return result
+    }
+
+    @Test("A journal that is a FIFO or a folder is refused at once with a clear reason, never read (which would block)")
+    func refusesFIFOAndFolder() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("f.journal").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unblockFIFO(fifo) }
+        let folder = directory.appendingPathComponent("d.journal").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        for (path, type) in [(fifo, "FIFO"), (folder, "folder")] {
+            let result = try #require(
+                returnsPromptly(within: .seconds(10)) { () -> String in
+                    do {
+                        _ = try JournalReader(path: path)
+                        return "read"
+                    } catch {
+                        return "\(error)"
+                    }
+                },
+                "reading \(path) blocked"
+            )
+            #expect(result == "\(path): it is a \(type), not a regular file")
+        }
     }
 
     @Test("Random and mutated journals give records or a typed error")
@@ -172,7 +279,7 @@ struct JournalTests {
                 bytes = (0..<Int.random(in: 0...200, using: &random)).map { _ in
                     UInt8.random(in: 0...255, using: &random)
                 }
-                if iteration % 2 == 0 { bytes = Array("CNCLJRN1".utf8) + bytes }
+                if iteration % 2 == 0 { bytes = Array((iteration % 4 == 0 ? "CNCLJRN1" : "CNCLJRN2").utf8) + bytes }
             } else {
                 bytes = valid
                 for _ in 0..<Int.random(in: 1...6, using: &random) {
@@ -191,11 +298,12 @@ struct JournalTests {
         #expect(rejected > 0)
     }
 
+    /// Each record's size in a version 2 journal, its marker included.
     func recordSizes(_ records: [JournalRecord]) -> [Int] {
         records.map { record in
             switch record {
-            case .frame(let frame, _, let lost): 1 + 1 + 4 + 8 + (lost > 0 ? 4 : 0) + 4 + frame.data.count + 4
-            case .senderReport: 1 + 8 + 4 + 8 + 4
+            case .frame(let frame, _, let lost): 4 + 1 + 1 + 4 + 8 + (lost > 0 ? 4 : 0) + 4 + frame.data.count + 4
+            case .senderReport: 4 + 1 + 8 + 4 + 8 + 4
             }
         }
     }
