@@ -259,7 +259,9 @@ struct CallRunner {
     func run(joined: (CallSession) async throws -> Void) async throws {
         let origin = ContinuousClock.now
         let stop = StopSignals()
-        // Observers of everything the call receives: the recorder, when asked for.
+        // Observers of everything the call receives: the recorder, when asked for. It must see the
+        // call from its first event, so it starts before joining (`CallRecorder` refuses a folder
+        // that already holds a recording before writing anything).
         var recording: RecordingSession?
         if let directory = options.record {
             do {

@@ -93,6 +93,12 @@ struct RecordCommand: AsyncParsableCommand {
             frameCrypto = callCrypto
         }
         let directory = out ?? Self.defaultDirectory(callID: callID, in: settings.recordingsDirectory ?? "recordings")
+        // An existing recording is refused before anything touches the network or the disk.
+        do {
+            try CallRecorder.checkNewRecordingFolder(directory)
+        } catch {
+            throw RecordCommandError(message: error.description)
+        }
 
         let signals = SignalWatcher()
         let connection = try await JanusConnection.connect(

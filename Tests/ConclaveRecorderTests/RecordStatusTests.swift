@@ -188,4 +188,28 @@ struct RecordStatusTests {
             #expect(!FileManager.default.fileExists(atPath: output), "\(janus): \(output) was created")
         }
     }
+
+    @Test("record --out naming an existing recording refuses before connecting, and leaves its manifest as it was")
+    func existingRecordingIsRefused() throws {
+        let directory = try TestPaths.temporaryDirectory("conclave-record-existing")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("rec").path
+        try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+        let manifest = Data(#"{"callID":"earlier"}"#.utf8)
+        try manifest.write(to: URL(fileURLWithPath: output + "/manifest.json"))
+        // No Janus listens on port 9: the refusal must come first.
+        let result = try runProcess(
+            try conclave(),
+            [
+                "record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "1", "--crypto", "none",
+                "--out", output, "--duration", "5",
+            ],
+            environment: ["CONCLAVE_HOME": directory.appendingPathComponent("home").path],
+            timeout: .seconds(30)
+        )
+        #expect(!result.succeeded)
+        #expect(result.errorOutput.contains("already holds a recording"), "\(result.errorOutput)")
+        #expect(!result.errorOutput.contains("connect"), "refused before connecting: \(result.errorOutput)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output + "/manifest.json")) == manifest)
+    }
 }
