@@ -130,8 +130,9 @@ public final class SegmentMuxer {
     /// How far back a timestamp may go and still be a late or repeated frame (refused) rather
     /// than a sender whose clock went back (a jump, kept).
     static let reorderWindow: Int64 = 1_000_000
-    /// The largest gap between the first frames of a segment's tracks that sender reports may
-    /// place; reports that spread the tracks further are ignored and arrival times used instead.
+    /// How far sender reports may place a track from its first frame's arrival, and the tracks
+    /// of a segment from each other; reports that place them further are ignored and arrival
+    /// times used instead. The real difference is a network delay.
     static let maximumTrackSkew: Int64 = 60_000_000
 
     /// The longest cluster of a live file: what a `kill -9` can cut from its end.
@@ -291,11 +292,14 @@ public final class SegmentMuxer {
                 positions[kind] = arrivalPositions[kind]
             }
         }
-        if let low = positions.values.min(), let high = positions.values.max(),
-            high.clampedSubtracting(low) > Self.maximumTrackSkew
-        {
-            positions = arrivalPositions
+        // Sender reports place tracks to within the network delay of their arrival; reports (or
+        // timestamps) that place them further off, or far apart, are not believed.
+        let misplaced = positions.contains { kind, position in
+            let arrival = arrivalPositions[kind] ?? position
+            return position.clampedSubtracting(arrival).magnitude > UInt64(Self.maximumTrackSkew)
         }
+        let spread = (positions.values.max() ?? 0).clampedSubtracting(positions.values.min() ?? 0)
+        if misplaced || spread > Self.maximumTrackSkew { positions = arrivalPositions }
         let start = positions.values.min() ?? 0
         fileStart = start
 
