@@ -69,7 +69,7 @@ final class HostileRTPSender: @unchecked Sendable {
         }
     }
 
-    /// The hostile packet sequence: (sequence number, timestamp) pairs, one every 20 ms, cycling
+    /// The hostile packet sequence: (sequence number, timestamp) pairs, one every 2 ms, cycling
     /// through normal stretches and every kind of misbehaviour. Sequence numbers only jump
     /// forward (or back a little), as anything else is dropped by SRTP's replay check between
     /// Janus and the recorder; timestamps do anything.
@@ -89,7 +89,13 @@ final class HostileRTPSender: @unchecked Sendable {
             normal(10)
             switch phase % 9 {
             case 0:
-                timestamp &+= 0x7FFF_FFFF  // the probe's jump
+                // The probe's jump, 500 times in a row: some 4300 of them overflowed the
+                // timeline's microseconds and killed the recorder.
+                for _ in 0..<500 {
+                    sequence &+= 1
+                    timestamp &+= 0x7FFF_FFFF
+                    packets.append((sequence, timestamp))
+                }
             case 1:
                 sequence &+= 10_000  // a sequence jump
             case 2:
@@ -197,14 +203,14 @@ struct HostileSenderTests {
             janusAddress: bed.janusAddress
         )
         // The hostile stream runs from before the good one starts until after it ends.
-        let packets = HostileRTPSender.schedule(count: (seconds + 6) * 50)
+        let packets = HostileRTPSender.schedule(count: (seconds + 6) * 500)
         let hostileTask = Task {
             let clock = ContinuousClock()
             let start = clock.now
             for (index, packet) in packets.enumerated() {
                 if Task.isCancelled { break }
                 try? await clock.sleep(
-                    until: start.advanced(by: .milliseconds(20 * index)),
+                    until: start.advanced(by: .milliseconds(2 * index)),
                     tolerance: .milliseconds(1)
                 )
                 hostile.send(
@@ -260,10 +266,10 @@ struct HostileSenderTests {
         // The hostile stream's files, if any, verify; otherwise the manifest says why.
         let mallory = try #require(manifest.participants.first { $0.key == "hostile" })
         #expect(!mallory.segments.isEmpty)
-        // Most of its frames get through SRTP and the jitter buffer to the muxer (hundreds of
-        // the 700 sent, repeats and reordered ones excepted), so its timestamps are tested there.
+        // Most of its frames get through SRTP and the jitter buffer to the muxer (thousands of
+        // the 7000 sent, repeats and reordered ones excepted), so its timestamps are tested there.
         let hostileFrames = mallory.segments.flatMap(\.tracks).reduce(0) { $0 + $1.framesReceived }
-        #expect(hostileFrames >= 100, "\(hostileFrames) frames of the hostile stream reached the recorder")
+        #expect(hostileFrames >= 4_500, "\(hostileFrames) frames of the hostile stream reached the recorder")
         for track in mallory.segments.flatMap(\.tracks) {
             // Placed on the call timeline within the recording, whatever its timestamps said.
             #expect((track.firstTimestamp ?? 0) >= 0 && (track.lastTimestamp ?? 0) < 60, "\(track)")
