@@ -92,4 +92,20 @@ struct HostileTimestampTests {
             last = next
         }
     }
+
+    @Test("The frame pacer re-anchors on timestamps that jump by 0x7fffffff and wrap, sending each frame at once")
+    func framePacerSurvivesTimestampJumps() {
+        var pacer = FramePacer(clockRate: 90_000)
+        var timestamp: UInt32 = 0
+        var now = MonotonicTime.milliseconds(1_000)
+        for index in 0..<10_000 {
+            timestamp &+= index % 3 == 0 ? 3_000 : 0x7FFF_FFFF
+            now = now.advanced(by: .milliseconds(33))
+            let due = pacer.schedule(timestamp: timestamp, packetSizes: [1_000], now: now)
+            #expect(due.count == 1)
+            if let first = due.first {
+                #expect(first.since(now) <= pacer.maxLead && now.since(first) <= pacer.maxLag)
+            }
+        }
+    }
 }
