@@ -60,6 +60,60 @@ public enum OpusPacketTiming {
         guard frames > 0, total <= 5_760 else { return nil }
         return total
     }
+
+    /// The longest frame an Opus packet may hold (RFC 6716 section 3.2.1).
+    static let maximumFrameSize = 1_275
+
+    /// Whether `packet` meets the requirements of RFC 6716 section 3.4 (R1 to R7): the frame
+    /// lengths it states fit the bytes it has. Readers (FFmpeg's Opus parser among them) drop a
+    /// packet that does not, so a file holding one would not hold what was written.
+    public static func isWellFormed(_ packet: [UInt8]) -> Bool {
+        guard let toc = packet.first, sampleCount(of: packet) != nil else { return false }
+        let count = packet.count
+        switch toc & 0x03 {
+        case 0:
+            return count - 1 <= maximumFrameSize
+        case 1:
+            return (count - 1) % 2 == 0 && (count - 1) / 2 <= maximumFrameSize
+        case 2:
+            guard let (first, used) = frameLength(packet, at: 1) else { return false }
+            let second = count - 1 - used - first
+            return first <= maximumFrameSize && second >= 0 && second <= maximumFrameSize
+        default:
+            let frames = Int(packet[1] & 0x3F)
+            let variable = packet[1] & 0x80 != 0
+            var index = 2
+            var padding = 0
+            if packet[1] & 0x40 != 0 {
+                while true {
+                    guard index < count else { return false }
+                    let byte = Int(packet[index])
+                    index += 1
+                    padding += byte == 255 ? 254 : byte
+                    if byte != 255 { break }
+                }
+            }
+            var remaining = count - index - padding
+            guard remaining >= 0 else { return false }
+            if !variable { return remaining % frames == 0 && remaining / frames <= maximumFrameSize }
+            for _ in 0..<(frames - 1) {
+                guard let (length, used) = frameLength(packet, at: index) else { return false }
+                index += used
+                remaining -= used + length
+                guard length <= maximumFrameSize, remaining >= 0 else { return false }
+            }
+            return remaining <= maximumFrameSize
+        }
+    }
+
+    /// A frame length of one or two bytes at `index` (RFC 6716 section 3.2.1), and the bytes it took.
+    private static func frameLength(_ packet: [UInt8], at index: Int) -> (Int, Int)? {
+        guard index < packet.count else { return nil }
+        let first = Int(packet[index])
+        if first < 252 { return (first, 1) }
+        guard index + 1 < packet.count else { return nil }
+        return (Int(packet[index + 1]) * 4 + first, 2)
+    }
 }
 
 /// Converts H264 in ISO (length-prefixed, "avcC") form, as stored in MP4 and Matroska, to the

@@ -77,6 +77,13 @@ public final class MediaStreamDecoder {
     public func decode(_ input: DemuxedPacket?) throws(MediaFileError) -> [Output] {
         var rc: Int32
         if let input {
+            guard input.data.count <= Int(Int32.max) - Int(AV_INPUT_BUFFER_PADDING_SIZE) else {
+                throw MediaFileError(
+                    path: path,
+                    kind: .malformed,
+                    reason: "a packet of \(input.data.count) bytes is too large"
+                )
+            }
             guard av_new_packet(packet, Int32(input.data.count)) >= 0, let destination = packet.pointee.data else {
                 throw MediaFileError(path: path, kind: .unreadable, reason: "out of memory")
             }

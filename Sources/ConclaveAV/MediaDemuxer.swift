@@ -161,8 +161,10 @@ public final class MediaDemuxer {
             if pts == cshim_AV_NOPTS_VALUE() { pts = 0 }
             let first = firstPTS[index] ?? pts
             firstPTS[index] = first
+            // Both come from the file: a timestamp far from the first is held at the bounds, not a trap.
+            let (sinceFirst, overflow) = pts.subtractingReportingOverflow(first)
             let nanoseconds = av_rescale_q(
-                pts - first,
+                overflow ? (pts < first ? .min + 1 : .max) : sinceFirst,
                 AVRational(num: stream.timeBaseNumerator, den: stream.timeBaseDenominator),
                 AVRational(num: 1, den: 1_000_000_000)
             )

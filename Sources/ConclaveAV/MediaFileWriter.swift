@@ -215,7 +215,7 @@ public final class MediaFileWriter {
                 parameters.pointee.codec_type = AVMEDIA_TYPE_AUDIO
                 parameters.pointee.sample_rate = 48_000
                 av_channel_layout_default(&parameters.pointee.ch_layout, Int32(track.channels))
-                parameters.pointee.initial_padding = Int32(track.opusPreSkip)
+                parameters.pointee.initial_padding = Int32(clamping: track.opusPreSkip)
                 try Self.setExtradata(Self.opusHead(track), on: parameters, path: path)
             }
             self.tracks.append(TrackState(track: track, stream: stream))
@@ -307,6 +307,12 @@ public final class MediaFileWriter {
                 reason: "\(frame.codec) frame for a \(tracks[index].track.codec) track"
             )
         }
+        // A reader drops an Opus packet whose stated frame lengths do not fit it, so the file
+        // would not hold what was written; such a packet decodes to nothing anyway. Checked
+        // before a frame is held, so every held frame can be written.
+        if frame.codec == .opus, !OpusPacketTiming.isWellFormed(frame.data) {
+            throw MediaFileError(path: path, kind: .malformed, reason: "track \(index) Opus packet is malformed")
+        }
         switch state {
         case .closed:
             throw MediaFileError(path: path, kind: .writeFailed, reason: "the writer is closed")
@@ -342,17 +348,39 @@ public final class MediaFileWriter {
             droppedLeadingFrames += 1
             return
         }
+        // The packet size goes to libavcodec as an Int32 (with its padding).
+        guard frame.data.count <= Int(Int32.max) - Int(AV_INPUT_BUFFER_PADDING_SIZE) else {
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "track \(index) frame of \(frame.data.count) bytes is too large"
+            )
+        }
         state.started = true
+        // The unwrapped timestamp and the pts use checked arithmetic: the RTP timestamps are the
+        // sender's, so a stream of 2^31-tick jumps must end in a refused frame, not a trap.
+        var timelineEnds = false
         if state.firstTimestamp != nil {
-            state.extended += Int64(Int32(bitPattern: frame.rtpTimestamp &- state.lastTimestamp))
+            let step = Int64(Int32(bitPattern: frame.rtpTimestamp &- state.lastTimestamp))
+            let (extended, overflow) = state.extended.addingReportingOverflow(step)
+            state.extended = extended
+            timelineEnds = overflow
         } else {
             state.firstTimestamp = frame.rtpTimestamp
             state.extended = 0
         }
         state.lastTimestamp = frame.rtpTimestamp
         let clockRate = Int64(state.track.codec.clockRate)
-        let offsetTicks = state.track.startOffset.ticks(clockRate: Int(clockRate))
-        let pts = state.extended + offsetTicks
+        let offsetTicks = Self.ticks(state.track.startOffset, clockRate: clockRate)
+        let (pts, ptsOverflow) = state.extended.addingReportingOverflow(offsetTicks)
+        if timelineEnds || ptsOverflow {
+            tracks[index] = state
+            throw MediaFileError(
+                path: path,
+                kind: .malformed,
+                reason: "track \(index) timestamp \(frame.rtpTimestamp) is beyond the file's timeline"
+            )
+        }
         if let last = state.lastPTS, pts <= last {
             tracks[index] = state
             throw MediaFileError(
@@ -393,6 +421,17 @@ public final class MediaFileWriter {
         if let io = context.pointee.pb, io.pointee.error < 0 {
             throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
         }
+    }
+
+    /// `duration` in ticks of a `clockRate` clock, rounded down, held at Int64's bounds (a start
+    /// offset is derived from times the sender and the files supply).
+    static func ticks(_ duration: Duration, clockRate: Int64) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: clockRate)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000 * clockRate / 1_000_000_000)
+        if sumOverflow { return seconds < 0 ? .min : .max }
+        return sum
     }
 
     /// Pushes buffered bytes to the file now (a recorder calls this periodically so a crash loses

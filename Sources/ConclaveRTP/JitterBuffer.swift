@@ -470,7 +470,7 @@ public struct JitterBuffer: Sendable {
             fractionLost: fraction,
             cumulativeLost: Int32(clamping: lost),
             extendedHighestSequence: UInt32(truncatingIfNeeded: highestSequence),
-            jitter: UInt32(statistics.jitter),
+            jitter: UInt32(max(0, min(statistics.jitter, Double(UInt32.max)))),
             lastSenderReport: lsr,
             delaySinceLastSenderReport: dlsr
         )

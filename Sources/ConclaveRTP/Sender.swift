@@ -143,9 +143,13 @@ public struct FramePacer: Sendable {
         let unwrapped = unwrapper.unwrap(timestamp)
         var due: MonotonicTime
         if let anchor {
-            let micros = (unwrapped - anchor.timestamp) * 1_000_000 / Int64(clockRate)
-            due = anchor.time.advanced(by: .microseconds(micros))
-            if now.since(due) > maxLag || due.since(now) > maxLead {
+            // The timestamps may come from a media file: a distance too large for microseconds
+            // is as far off as any, so it re-anchors like one.
+            let (distance, far) = unwrapped.subtractingReportingOverflow(anchor.timestamp)
+            let (product, overflow) = distance.multipliedReportingOverflow(by: 1_000_000)
+            let tooFar = far || overflow
+            due = tooFar ? now : anchor.time.advanced(by: .microseconds(product / Int64(clockRate)))
+            if tooFar || now.since(due) > maxLag || due.since(now) > maxLead {
                 self.anchor = (unwrapped, now)
                 due = now
             }

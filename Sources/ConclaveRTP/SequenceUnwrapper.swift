@@ -41,7 +41,10 @@ public struct TimestampUnwrapper: Sendable, Hashable {
             return Int64(value)
         }
         let delta = Int32(bitPattern: value &- UInt32(truncatingIfNeeded: last))
-        let result = last + Int64(delta)
+        // A sender can move the timestamp by 2^31 with every packet; 2^32 such packets would
+        // overflow, so the sum is held at the bound rather than trapping.
+        let (sum, overflow) = last.addingReportingOverflow(Int64(delta))
+        let result = overflow ? (delta > 0 ? Int64.max : Int64.min) : sum
         if result > last { self.last = result }
         return result
     }

@@ -49,6 +49,9 @@ public struct TrackProgress: Sendable, Hashable {
     public var framesDroppedBeforeKeyframe = 0
     /// Frames the container refused (a timestamp that does not advance: a duplicate).
     public var framesRejected = 0
+    /// RTP timestamp jumps the arrival times cannot explain (a sender that reset its clock, or a
+    /// hostile one): the frame was kept and timed by its arrival instead of its timestamp.
+    public var timestampJumps = 0
     /// Frames the receiver gave up on between this track's frames (lost packets, frames it
     /// could not complete or decode): the jitter buffer's count, so silence is not counted.
     public var framesLost = 0
@@ -112,9 +115,26 @@ public final class SegmentMuxer {
     private var firstArrival: [MediaKind: Int64] = [:]
     private var writer: MediaFileWriter?
     private var trackIndex: [MediaKind: Int] = [:]
+    /// The timestamp of the track's last written frame, after `rtpAdjustment`.
     private var lastRTP: [MediaKind: UInt32] = [:]
+    /// Added to each frame's RTP timestamp (wrapping) since the track's last jump, so the writer
+    /// sees a timeline that only ever advances by sane steps.
+    private var rtpAdjustment: [MediaKind: UInt32] = [:]
+    private var lastWrittenArrival: [MediaKind: Int64] = [:]
     private var elapsedTicks: [MediaKind: Int64] = [:]
     private var trackStart: [MediaKind: Int64] = [:]
+
+    /// How far an RTP timestamp step may outrun the arrival times before it counts as a jump.
+    /// Real steps follow the sender's clock, which arrival times track up to network jitter and a
+    /// jitter buffer's bursts; a step beyond that is a reset or a hostile sender.
+    static let jumpTolerance: Int64 = 10_000_000
+    /// How far back a timestamp may go and still be a late or repeated frame (refused) rather
+    /// than a sender whose clock went back (a jump, kept).
+    static let reorderWindow: Int64 = 1_000_000
+    /// How far sender reports may place a track from its first frame's arrival, and the tracks
+    /// of a segment from each other; reports that place them further are ignored and arrival
+    /// times used instead. The real difference is a network delay.
+    static let maximumTrackSkew: Int64 = 60_000_000
 
     /// The longest cluster of a live file: what a `kill -9` can cut from its end.
     public static let liveClusterMilliseconds = 500
@@ -165,8 +185,10 @@ public final class SegmentMuxer {
         throws(MediaFileError)
     {
         var progress = tracks[kind] ?? TrackProgress(codec: frame.codec)
-        if progress.framesReceived > 0 { progress.framesLost += max(framesLostBefore, 0) }
-        progress.framesReceived += 1
+        if progress.framesReceived > 0 {
+            progress.framesLost = progress.framesLost.clampedAdding(max(framesLostBefore, 0))
+        }
+        progress.framesReceived = progress.framesReceived.clampedAdding(1)
         tracks[kind] = progress
         switch state {
         case .stopped, .finished:
@@ -180,7 +202,7 @@ public final class SegmentMuxer {
             pending.append(Pending(kind: kind, frame: frame, arrival: arrival))
             try openIfReady(now: arrival)
         case .writing:
-            try write(kind: kind, frame: frame)
+            try write(kind: kind, frame: frame, arrival: arrival)
         }
     }
 
@@ -232,13 +254,14 @@ public final class SegmentMuxer {
 
     private func openIfReady(now: Int64) throws(MediaFileError) {
         guard let first = pending.first?.arrival ?? firstArrival.values.min() else { return }
-        let waited = now - first
+        // Arrival times come from journals too, which may hold anything: no step may trap.
+        let waited = now.clampedSubtracting(first)
         guard waited >= timing.layoutWait.microsecondsValue else { return }
         let hasVideoKeyframe = pending.contains { $0.kind == .video }
         let videoSeen = firstArrival[.video] != nil
         if videoSeen, !hasVideoKeyframe, waited < timing.keyframeWait.microsecondsValue { return }
         for (kind, arrival) in firstArrival where pending.contains(where: { $0.kind == kind }) {
-            if clocks[kind] == nil, now - arrival < timing.syncWait.microsecondsValue { return }
+            if clocks[kind] == nil, now.clampedSubtracting(arrival) < timing.syncWait.microsecondsValue { return }
         }
         try open()
     }
@@ -255,19 +278,29 @@ public final class SegmentMuxer {
             guard let senderTime = clocks[item.kind]?.unixMicroseconds(forRTPTimestamp: item.frame.rtpTimestamp) else {
                 continue
             }
-            clockOffset = min(clockOffset ?? .max, item.arrival - senderTime)
+            clockOffset = min(clockOffset ?? .max, item.arrival.clampedSubtracting(senderTime))
         }
         var positions: [MediaKind: Int64] = [:]
+        var arrivalPositions: [MediaKind: Int64] = [:]
         for kind in kinds {
             guard let first = firstFrames[kind] else { continue }
+            arrivalPositions[kind] = first.arrival.clampedSubtracting(recordingStart)
             if let clockOffset,
                 let senderTime = clocks[kind]?.unixMicroseconds(forRTPTimestamp: first.frame.rtpTimestamp)
             {
-                positions[kind] = senderTime + clockOffset - recordingStart
+                positions[kind] = senderTime.clampedAdding(clockOffset).clampedSubtracting(recordingStart)
             } else {
-                positions[kind] = first.arrival - recordingStart
+                positions[kind] = arrivalPositions[kind]
             }
         }
+        // Sender reports place tracks to within the network delay of their arrival; reports (or
+        // timestamps) that place them further off, or far apart, are not believed.
+        let misplaced = positions.contains { kind, position in
+            let arrival = arrivalPositions[kind] ?? position
+            return position.clampedSubtracting(arrival).magnitude > UInt64(Self.maximumTrackSkew)
+        }
+        let spread = (positions.values.max() ?? 0).clampedSubtracting(positions.values.min() ?? 0)
+        if misplaced || spread > Self.maximumTrackSkew { positions = arrivalPositions }
         let start = positions.values.min() ?? 0
         fileStart = start
 
@@ -277,7 +310,8 @@ public final class SegmentMuxer {
         var writerTracks: [MediaFileWriter.Track] = []
         for kind in kinds {
             guard let first = firstFrames[kind], let position = positions[kind] else { continue }
-            let offset = Duration.microseconds(position - start)
+            // Only arrival times from a damaged or hostile journal spread the tracks this far.
+            let offset = Duration.microseconds(min(position.clampedSubtracting(start), Self.maximumTrackSkew))
             trackIndex[kind] = writerTracks.count
             trackStart[kind] = position
             if kind == .video {
@@ -326,32 +360,60 @@ public final class SegmentMuxer {
         let held = pending
         pending = []
         for item in held where trackIndex[item.kind] != nil {
-            try write(kind: item.kind, frame: item.frame)
+            try write(kind: item.kind, frame: item.frame, arrival: item.arrival)
         }
     }
 
     // MARK: - Writing
 
-    private func write(kind: MediaKind, frame: EncodedFrame) throws(MediaFileError) {
+    /// Writes one frame, timed by its RTP timestamp relative to the track's previous frame.
+    ///
+    /// A step that does not advance (a repeat, a reordered frame up to ``reorderWindow`` old) is
+    /// refused and counted. A step the arrival times cannot explain (forward by more than the time
+    /// that passed plus ``jumpTolerance``, or back by more than ``reorderWindow``) is a jump: the
+    /// frame is kept, timed by its arrival, and later frames follow on from it. So no sender can
+    /// push the timeline out of range or stop the track, whatever timestamps it sends.
+    private func write(kind: MediaKind, frame: EncodedFrame, arrival: Int64) throws(MediaFileError) {
         guard let writer, let index = trackIndex[kind], var progress = tracks[kind] else { return }
-        let clockRate = Int64(frame.codec.clockRate)
+        // An empty frame carries nothing to play, and a container reader skips it, so the file
+        // would not verify against the count written.
+        guard !frame.data.isEmpty else {
+            progress.framesRejected += 1
+            tracks[kind] = progress
+            return
+        }
+        let clockRate = Int64(max(frame.codec.clockRate, 1))
         var elapsed = elapsedTicks[kind] ?? 0
+        let adjustment = rtpAdjustment[kind] ?? 0
+        var timestamp = frame.rtpTimestamp &+ adjustment
+        var newAdjustment = adjustment
         if let last = lastRTP[kind] {
-            let step = Int64(Int32(bitPattern: frame.rtpTimestamp &- last))
-            guard step > 0 else {
+            // Within ±2^31 ticks, so the microseconds stay far inside Int64.
+            var step = Int64(Int32(bitPattern: timestamp &- last))
+            let stepMicroseconds = step * 1_000_000 / clockRate
+            let sinceLast = max(arrival.clampedSubtracting(lastWrittenArrival[kind] ?? arrival), 0)
+            if step <= 0, stepMicroseconds >= -Self.reorderWindow {
                 progress.framesRejected += 1
                 tracks[kind] = progress
                 return
             }
-            let stepMicroseconds = step * 1_000_000 / clockRate
-            if stepMicroseconds > timing.reportedGap.microsecondsValue {
-                progress.gaps += 1
-                progress.gapMicroseconds += stepMicroseconds
+            if step <= 0 || stepMicroseconds > sinceLast.clampedAdding(Self.jumpTolerance) {
+                step = min(max(Self.ticks(microseconds: sinceLast, clockRate: clockRate), 1), Int64(Int32.max))
+                timestamp = last &+ UInt32(step)
+                newAdjustment = timestamp &- frame.rtpTimestamp
+                progress.timestampJumps += 1
             }
-            elapsed += step
+            let gap = step * 1_000_000 / clockRate
+            if gap > timing.reportedGap.microsecondsValue {
+                progress.gaps += 1
+                progress.gapMicroseconds = progress.gapMicroseconds.clampedAdding(gap)
+            }
+            elapsed = elapsed.clampedAdding(step)
         }
+        var timed = frame
+        timed.rtpTimestamp = timestamp
         do {
-            try writer.write(frame, track: index)
+            try writer.write(timed, track: index)
         } catch  where error.kind == .malformed {
             progress.framesRejected += 1
             tracks[kind] = progress
@@ -362,13 +424,29 @@ public final class SegmentMuxer {
             stop(error)
             throw error
         }
-        lastRTP[kind] = frame.rtpTimestamp
+        lastRTP[kind] = timestamp
+        rtpAdjustment[kind] = newAdjustment
+        lastWrittenArrival[kind] = arrival
         elapsedTicks[kind] = elapsed
         progress.framesWritten += 1
-        let position = (trackStart[kind] ?? 0) + elapsed * 1_000_000 / clockRate
+        let position = (trackStart[kind] ?? 0).clampedAdding(Self.microseconds(ticks: elapsed, clockRate: clockRate))
         if progress.firstTimestamp == nil { progress.firstTimestamp = position }
         progress.lastTimestamp = position
         tracks[kind] = progress
+    }
+
+    /// `ticks` of a `clockRate` clock in microseconds, rounded down, held at Int64's bounds.
+    static func microseconds(ticks: Int64, clockRate: Int64) -> Int64 {
+        let (whole, overflow) = (ticks / clockRate).multipliedReportingOverflow(by: 1_000_000)
+        if overflow { return ticks < 0 ? .min : .max }
+        return whole.clampedAdding(ticks % clockRate * 1_000_000 / clockRate)
+    }
+
+    /// `microseconds` in ticks of a `clockRate` clock (at most 2^30 Hz), rounded down, held at Int64's bounds.
+    static func ticks(microseconds: Int64, clockRate: Int64) -> Int64 {
+        let (whole, overflow) = (microseconds / 1_000_000).multipliedReportingOverflow(by: clockRate)
+        if overflow { return microseconds < 0 ? .min : .max }
+        return whole.clampedAdding(microseconds % 1_000_000 * clockRate / 1_000_000)
     }
 
     private func stop(_ error: MediaFileError) {
@@ -383,6 +461,25 @@ public final class SegmentMuxer {
 extension Duration {
     /// Whole microseconds.
     var microsecondsValue: Int64 {
-        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
+        let (whole, overflow) = components.seconds.multipliedReportingOverflow(by: 1_000_000)
+        if overflow { return components.seconds < 0 ? .min : .max }
+        return whole.clampedAdding(components.attoseconds / 1_000_000_000_000)
+    }
+}
+
+extension FixedWidthInteger {
+    /// `self + other`, held at the type's bounds instead of trapping: for times and counts that
+    /// come from the network or from files.
+    func clampedAdding(_ other: Self) -> Self {
+        let (sum, overflow) = addingReportingOverflow(other)
+        guard overflow else { return sum }
+        return other > 0 ? .max : .min
+    }
+
+    /// `self - other`, held at the type's bounds instead of trapping.
+    func clampedSubtracting(_ other: Self) -> Self {
+        let (difference, overflow) = subtractingReportingOverflow(other)
+        guard overflow else { return difference }
+        return other < 0 ? .max : .min
     }
 }
