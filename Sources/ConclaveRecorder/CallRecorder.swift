@@ -325,7 +325,7 @@ public final class CallRecorder {
     public func tick(now: Int64) {
         guard !finished else { return }
         for segment in activeSegment.values {
-            if now - segment.lastArrival > configuration.timing.longGap.microsecondsValue {
+            if now.clampedSubtracting(segment.lastArrival) > configuration.timing.longGap.microsecondsValue {
                 close(segment, now: now)
                 continue
             }
@@ -345,7 +345,7 @@ public final class CallRecorder {
             }
         }
         if !manifestOutdated, let last = lastManifestWrite,
-            now - last < configuration.manifestInterval.microsecondsValue
+            now.clampedSubtracting(last) < configuration.manifestInterval.microsecondsValue
         {
             return
         }
@@ -422,8 +422,9 @@ public final class CallRecorder {
     }
 
     private func splitReason(_ segment: Segment, kind: MediaKind, frame: EncodedFrame, arrival: Int64) -> String? {
-        if arrival - segment.lastArrival > configuration.timing.longGap.microsecondsValue {
-            return "gap of \(String(format: "%.1f", (arrival - segment.lastArrival).seconds)) s"
+        let gap = arrival.clampedSubtracting(segment.lastArrival)
+        if gap > configuration.timing.longGap.microsecondsValue {
+            return "gap of \(String(format: "%.1f", gap.seconds)) s"
         }
         if let track = segment.tracks[kind], track.codec != frame.codec {
             return "codec \(track.codec) -> \(frame.codec)"
@@ -495,7 +496,7 @@ public final class CallRecorder {
     }
 
     private func askForKeyframe(_ segment: Segment, now: Int64) {
-        if let last = segment.lastKeyframeRequest, now - last < 1_000_000 { return }
+        if let last = segment.lastKeyframeRequest, now.clampedSubtracting(last) < 1_000_000 { return }
         segment.lastKeyframeRequest = now
         requestKeyframe(segment.feedID)
     }

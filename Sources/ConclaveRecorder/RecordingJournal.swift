@@ -236,7 +236,7 @@ public final class JournalWriter {
     /// Commits and syncs if the last sync is `syncInterval` or more before `now` (call it from a
     /// timer too, so a track that goes quiet still gets its last records synced).
     public func syncIfDue(now: Int64) throws(JournalError) {
-        if let lastSync, now - lastSync < syncInterval { return }
+        if let lastSync, now.clampedSubtracting(lastSync) < syncInterval { return }
         try sync()
         lastSync = now
     }

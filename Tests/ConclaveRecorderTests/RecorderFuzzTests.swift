@@ -14,8 +14,11 @@ import Testing
 @Suite("Recorder under hostile input", .serialized)
 struct RecorderFuzzTests {
     static let start: Int64 = 1_763_000_000_000_000
-    /// Each fuzz loop stops at this much run time (or its iteration count, whichever comes first).
-    static let budget = Duration.seconds(3)
+    /// Each fuzz loop runs a fixed number of seeded cases, so every run tests the same inputs and
+    /// a slow machine takes longer instead of testing less (a few seconds each).
+    static let readerCases = 500
+    static let repairCases = 10
+    static let muxerCases = 24
 
     // MARK: - Crafted journals
 
@@ -357,27 +360,15 @@ struct RecorderFuzzTests {
         }
     }
 
-    /// Arrival windows for journals made with `JournalWriter`, which takes its sync times from
-    /// the arrivals and needs any two of a journal within 2^63 of each other: together they
-    /// still cover every Int64 (and every UInt64 a journal stores).
-    static let journalWindows: [ClosedRange<Int64>] = [
-        Int64.min...(-1), (Int64.min / 2)...(Int64.max / 2), 0...Int64.max,
-    ]
-
-    /// A journal's entries: frames with hostile timestamps, arrivals (within `window`), sizes
+    /// A journal's entries: frames with hostile timestamps, arrivals (anywhere in Int64), sizes
     /// and loss counts, and a sender report now and then.
-    static func hostileEntries(
-        count: Int,
-        kind: MediaKind,
-        window: ClosedRange<Int64> = Int64.min...Int64.max,
-        _ random: inout SeededGenerator
-    ) -> [Entry] {
+    static func hostileEntries(count: Int, kind: MediaKind, _ random: inout SeededGenerator) -> [Entry] {
         var entries: [Entry] = []
         var rtp = UInt32.random(in: 0...UInt32.max, using: &random)
         var arrival = Int.random(in: 0..<4, using: &random) == 0 ? hostileArrival(after: start, &random) : start
         for _ in 0..<count {
             rtp &+= hostileStep(&random)
-            arrival = hostileArrival(after: arrival, &random).clamped(to: window)
+            arrival = hostileArrival(after: arrival, &random)
             if Int.random(in: 0..<25, using: &random) == 0 {
                 entries.append(.senderReport(ntp: random.next(), rtp: rtp &+ hostileStep(&random), arrival: arrival))
             }
@@ -402,16 +393,14 @@ struct RecorderFuzzTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var random = SeededGenerator(seed: 0x4A52_4E4C)
         let path = try Self.writeJournal(
-            Self.hostileEntries(count: 60, kind: .video, window: Self.journalWindows[1], &random),
+            Self.hostileEntries(count: 60, kind: .video, &random),
             header: Self.header(kind: .video, codec: .vp8),
             in: directory
         )
         let valid = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        let clock = ContinuousClock()
-        let deadline = clock.now + Self.budget
         var iterations = 0
         var readable = 0
-        while clock.now < deadline, iterations < 20_000 {
+        while iterations < Self.readerCases {
             let input =
                 iterations % 4 == 0 ? random.bytes(Int.random(in: 0...200, using: &random)) : random.mutate(valid)
             iterations += 1
@@ -430,18 +419,15 @@ struct RecorderFuzzTests {
                 #expect(!error.description.isEmpty)
             }
         }
-        #expect(iterations > 100)
         #expect(readable > 10, "mutations keep many headers readable, so records are exercised")
     }
 
     @Test("Fuzz: repair of journals with hostile timestamps, arrivals and frames never traps and every file verifies")
     func repairSurvivesHostileJournals() throws {
         var random = SeededGenerator(seed: 0x5245_5041)
-        let clock = ContinuousClock()
-        let deadline = clock.now + Self.budget
         var runs = 0
         var rebuilt = 0
-        while clock.now < deadline, runs < 200 {
+        while runs < Self.repairCases {
             runs += 1
             let directory = try TestPaths.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -455,13 +441,11 @@ struct RecorderFuzzTests {
             let audio = Self.hostileEntries(
                 count: Int.random(in: 0...120, using: &random),
                 kind: .audio,
-                window: Self.journalWindows.randomElement(using: &random) ?? Self.journalWindows[1],
                 &random
             )
             let video = Self.hostileEntries(
                 count: Int.random(in: 0...60, using: &random),
                 kind: .video,
-                window: Self.journalWindows.randomElement(using: &random) ?? Self.journalWindows[1],
                 &random
             )
             try Self.writeJournal(audio, header: Self.header(recordingStart: recordingStart), in: directory)
@@ -482,18 +466,15 @@ struct RecorderFuzzTests {
             let outcome = try Self.repairAndCheck(directory, framesGiven: given)
             rebuilt += outcome.rebuilt.count
         }
-        #expect(runs >= 5)
         #expect(rebuilt > 0, "some hostile journals still make a file")
     }
 
     @Test("Fuzz: hostile frame sequences straight into the segment muxer never trap and every file verifies")
     func muxerSurvivesHostileFrames() throws {
         var random = SeededGenerator(seed: 0x4D55_5845)
-        let clock = ContinuousClock()
-        let deadline = clock.now + Self.budget
         var runs = 0
         var written = 0
-        while clock.now < deadline, runs < 300 {
+        while runs < Self.muxerCases {
             runs += 1
             let directory = try TestPaths.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -559,13 +540,6 @@ struct RecorderFuzzTests {
                 }
             }
         }
-        #expect(runs >= 5)
         #expect(written > 0)
-    }
-}
-
-extension Int64 {
-    fileprivate func clamped(to range: ClosedRange<Int64>) -> Int64 {
-        Swift.min(Swift.max(self, range.lowerBound), range.upperBound)
     }
 }
