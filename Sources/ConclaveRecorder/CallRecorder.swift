@@ -707,6 +707,8 @@ extension RecordingManifest.Track {
             framesDroppedBeforeKeyframe: progress.framesDroppedBeforeKeyframe,
             gaps: progress.gaps,
             gapSeconds: progress.gapMicroseconds.seconds,
+            framesRejected: progress.framesRejected,
+            timestampJumps: progress.timestampJumps,
             error: error
         )
     }

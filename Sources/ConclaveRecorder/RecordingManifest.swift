@@ -78,6 +78,12 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
         public var framesDroppedBeforeKeyframe: Int
         public var gaps: Int
         public var gapSeconds: Double
+        /// Frames refused: a repeated or reordered timestamp, an empty or malformed frame (nil in
+        /// manifests of earlier versions).
+        public var framesRejected: Int? = nil
+        /// Timestamps that jumped far from the arrival times (a hostile or broken sender): those
+        /// frames were kept and placed by their arrival (nil in manifests of earlier versions).
+        public var timestampJumps: Int? = nil
         public var error: String?
     }
 

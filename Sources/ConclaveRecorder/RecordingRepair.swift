@@ -626,6 +626,8 @@ public enum RecordingInspection {
                     let size = track.width.map { " \($0)x\(track.height ?? 0)" } ?? ""
                     lines.append(
                         "    \(track.kind) \(track.codec)\(size): \(duration), frames written \(track.framesWritten)/\(track.framesReceived), lost \(track.framesLost), undecryptable \(track.framesUndecryptable), gaps \(track.gaps) (\(String(format: "%.2f", track.gapSeconds)) s)"
+                            + ((track.framesRejected ?? 0) > 0 ? ", rejected \(track.framesRejected ?? 0)" : "")
+                            + ((track.timestampJumps ?? 0) > 0 ? ", timestamp jumps \(track.timestampJumps ?? 0)" : "")
                             + (track.keyEpochs.flatMap { $0.isEmpty ? nil : $0 }.map {
                                 ", key epochs \($0.map(String.init).joined(separator: ","))"
                             } ?? "")

@@ -252,6 +252,7 @@ struct HostileSenderTests {
             #expect(track.framesLost == 0, "\(track.kind): \(track.framesLost) frames lost")
             #expect(track.framesWritten == track.framesReceived, "\(track.kind)")
             #expect(track.timestampJumpFree, "\(track.kind): gaps \(track.gaps)")
+            #expect(track.timestampJumps == 0 && track.framesRejected == 0, "\(track)")
         }
         let path = output.appendingPathComponent(try #require(segment.file)).path
         #expect(try FFmpeg.decodeErrors(path) == "")
@@ -270,7 +271,11 @@ struct HostileSenderTests {
         // the 7000 sent, repeats and reordered ones excepted), so its timestamps are tested there.
         let hostileFrames = mallory.segments.flatMap(\.tracks).reduce(0) { $0 + $1.framesReceived }
         #expect(hostileFrames >= 4_500, "\(hostileFrames) frames of the hostile stream reached the recorder")
-        for track in mallory.segments.flatMap(\.tracks) {
+        // The manifest tells a person what the hostile stream did: jumps, and refused repeats.
+        let malloryTracks = mallory.segments.flatMap(\.tracks)
+        #expect(malloryTracks.reduce(0) { $0 + ($1.timestampJumps ?? 0) } > 0, "\(malloryTracks)")
+        #expect(malloryTracks.reduce(0) { $0 + ($1.framesRejected ?? 0) } > 0, "\(malloryTracks)")
+        for track in malloryTracks {
             // Placed on the call timeline within the recording, whatever its timestamps said.
             #expect((track.firstTimestamp ?? 0) >= 0 && (track.lastTimestamp ?? 0) < 60, "\(track)")
         }
