@@ -125,6 +125,10 @@ public final class CallRecorder {
     private var participantOrder: [String] = []
     private var participantByFeed: [UInt64: String] = [:]
     private var activeSegment: [UInt64: Segment] = [:]
+    /// Feeds that left and have not been announced again: their frames still in flight (the
+    /// last packets before the leave, overtaken by the event) belong to the closed segment and
+    /// must not open a new one.
+    private var departedFeeds: Set<UInt64> = []
     private var lastManifestWrite: Int64?
     /// The manifest last written, so a quiet room does not rewrite (and sync) the same file.
     private var writtenManifest: RecordingManifest?
@@ -207,15 +211,18 @@ public final class CallRecorder {
     /// first frame).
     public func participantJoined(feedID: UInt64, display: String?, at now: Int64) {
         manifestOutdated = true
+        departedFeeds.remove(feedID)
         let participant = participant(for: feedID, display: display)
         // A join for a feed that is already sending is the late announcement of that feed (media
         // can overtake the room event), not a rejoin.
         if activeSegment[feedID] == nil, !participant.segments.isEmpty { participant.pendingStartReason = "rejoined" }
     }
 
-    /// A publisher left: its segment ends.
+    /// A publisher left: its segment ends, and frames of the feed that arrive after it are
+    /// dropped until the feed is announced again.
     public func participantLeft(feedID: UInt64, at now: Int64) {
         manifestOutdated = true
+        departedFeeds.insert(feedID)
         if let segment = activeSegment[feedID] { close(segment, now: now) }
         if let key = participantByFeed[feedID] { participants[key]?.pendingStartReason = "rejoined" }
     }
@@ -234,7 +241,8 @@ public final class CallRecorder {
         keyEpoch: UInt64? = nil,
         framesLostBefore: Int = 0
     ) {
-        guard !finished else { return }
+        // A frame of a feed that left is the tail still in flight: its segment is closed.
+        guard !finished, !departedFeeds.contains(feedID) else { return }
         let participant = participant(for: feedID, display: nil)
         var segment = activeSegment[feedID]
         if let current = segment {

@@ -272,6 +272,29 @@ struct CallRecorderTests {
         #expect(participant.segments.first?.tracks.first { $0.kind == .video }?.framesWritten == 60)
     }
 
+    @Test("Frames still in flight when a participant leaves open no new segment; a real rejoin does")
+    func framesAfterLeaving() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = try makeRecorder(directory: directory, start: start)
+        let zed = SimulatedPublisher(feedID: 44, display: "u9:Zed", codec: .vp8, seconds: 4)
+        let events = try zed.events(recordingStart: start)
+        let half = events.count / 2
+        recorder.participantJoined(feedID: 44, display: zed.display, at: start)
+        // The leave overtakes the last frames of the first half, as the room event can.
+        play(Array(events.prefix(half - 5)), into: recorder, from: start)
+        recorder.participantLeft(feedID: 44, at: start + 2_000_000)
+        play(Array(events[(half - 5)..<half]), into: recorder, from: start + 2_000_000)
+        var manifest = recorder.manifest()
+        #expect(manifest.participants.first?.segments.count == 1, "the tail opened a segment: \(manifest)")
+        // Announced again: its frames are a rejoin, in a new segment.
+        recorder.participantJoined(feedID: 44, display: zed.display, at: start + 2_100_000)
+        play(Array(events.dropFirst(half)), into: recorder, from: start + 2_100_000)
+        manifest = recorder.finish(at: start + 5_000_000)
+        let segments = try #require(manifest.participants.first?.segments)
+        #expect(segments.map(\.startReason) == ["joined", "rejoined"], "\(segments)")
+    }
+
     @Test("Video that starts after the file was created without it starts a new segment with both")
     func lateVideo() throws {
         let directory = try TestPaths.temporaryDirectory()
