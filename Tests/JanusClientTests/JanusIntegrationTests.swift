@@ -33,7 +33,7 @@ import Testing
                 return nil
             }
             group.addTask {
-                try await Task.sleep(for: limit)
+                try await Task.sleep(for: limit)  // the deadline, not a wait for the event
                 return nil
             }
             let first = try await group.next() ?? nil
@@ -67,7 +67,8 @@ import Testing
             if case .leaving(let id?) = event { return id }
             return nil
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // No pause needed before Bob leaves: the handle's event stream buffers what arrives
+        // before `nextEvent` starts reading it.
         try await bob.leave()
         #expect(try await aliceSeesBobLeave == bobJoined.id)
         #expect(try await alice.listParticipants(room: room).map(\.id) == [aliceJoined.id])
@@ -154,7 +155,8 @@ import Testing
             if case .leaving(let id?) = event { return id }
             return nil
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // No pause needed before Bob leaves: the handle's event stream buffers what arrives
+        // before `nextEvent` starts reading it.
         try await bob.leave()
         #expect(try await aliceSeesBobLeave == bobJoined.id)
 
