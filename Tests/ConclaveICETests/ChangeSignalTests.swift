@@ -53,8 +53,10 @@ import Testing
         let signal = ChangeSignal()
         let generation = signal.generation
         let deadline = ContinuousClock.now + .seconds(30)
+        let started = ContinuousClock.now
         let waiters = (0..<8).map { _ in Task { try await signal.wait(after: generation, until: deadline) } }
         signal.notify()
         for waiter in waiters { #expect(try await waiter.value) }
+        #expect(ContinuousClock.now - started < .seconds(10), "every waiter woken by the change, none by the deadline")
     }
 }
