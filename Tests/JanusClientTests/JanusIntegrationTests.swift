@@ -167,6 +167,43 @@ import Testing
         await connection.close()
     }
 
+    @Test func aRequestMadeWhileReconnectingGoesOutOnceTheSessionIsClaimed() async throws {
+        let bed = try TestJanus.shared()
+        // A long request timeout: a request whose wait missed the end of the reconnect would go
+        // out only when the timeout ends it.
+        let (connection, session, alice) = try await client(bed, options: .init(requestTimeout: .seconds(30)))
+        let room = try await alice.createRoom(.init(room: TestJanus.uniqueRoomID()))
+        var states = connection.states.makeAsyncIterator()
+
+        await connection.dropConnectionForTesting()
+        var reconnecting = false
+        while let state = await states.next() {
+            if case .reconnecting = state {
+                reconnecting = true
+                break
+            }
+        }
+        try #require(reconnecting)
+
+        // Made during the reconnect (the first attempt waits 250 ms), sent once it is over.
+        let started = ContinuousClock.now
+        #expect(try await alice.roomExists(room))
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .seconds(10), "the request waited \(elapsed) for a reconnect that took well under that")
+        var reconnected = false
+        while let state = await states.next() {
+            if state == .reconnected {
+                reconnected = true
+                break
+            }
+        }
+        #expect(reconnected)
+
+        try await alice.destroyRoom(room)
+        try await session.destroy()
+        await connection.close()
+    }
+
     @Test func expiredSessionIsReportedAsLost() async throws {
         // A Janus of our own with a short session timeout.
         let bed = try TestJanus.start(.init(sessionTimeout: 2, reclaimTimeout: 2))
