@@ -95,6 +95,8 @@ public final class MediaTransport: Sendable {
     /// State changes.
     public let states: AsyncStream<MediaTransportState>
     private let stateContinuation: AsyncStream<MediaTransportState>.Continuation
+    /// Fires on every change of `Inner.state`, for `waitUntilConnected`.
+    private let stateSignal = ChangeSignal()
     private let logger: Logger
 
     private struct Inner {
@@ -178,17 +180,21 @@ public final class MediaTransport: Sendable {
         // so the first description already carries them (the rest are trickled).
         // Relay only: wait for the relayed candidate (a TURN allocation takes a round trip), so
         // that the description carries it and checks against the peer's candidates include it.
+        // Each check runs when the agent reports a candidate (or the end of gathering), not on a
+        // timer: the description goes out the moment it can.
         var candidates: [ICECandidate] = []
         var complete = false
+        let changes = ice.localCandidateChanges
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
+            let generation = changes.generation
             let lines = try await ice.currentLocalCandidates()
             candidates = lines.filter(admitsLocalCandidate).compactMap { try? ICECandidate(parsing: $0) }
             if !candidates.isEmpty {
                 complete = true
                 break
             }
-            try await Task.sleep(for: .milliseconds(20))
+            _ = try await changes.wait(after: generation, until: deadline)
         }
         return LocalTransportParameters(
             iceUfrag: credentials.ufrag,
@@ -262,6 +268,7 @@ public final class MediaTransport: Sendable {
             inner.remoteUfrag = nil
             if inner.state != .closed { inner.state = .connecting }
         }
+        stateSignal.notify()
         stateContinuation.yield(.connecting)
         let candidates = try await ice.currentLocalCandidates().filter(admitsLocalCandidate).compactMap {
             try? ICECandidate(parsing: $0)
@@ -355,14 +362,19 @@ public final class MediaTransport: Sendable {
     public var state: MediaTransportState { inner.withLock { $0.state } }
 
     /// Waits until SRTP keys are in place, or throws when the transport fails or `limit` passes.
+    ///
+    /// Wakes on each state change (not on a timer), so a connection is seen the moment it
+    /// happens and a long wait costs nothing. It does not read ``states``: that stream has one
+    /// reader, which belongs to the caller.
     public func waitUntilConnected(within limit: Duration) async throws {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
+            let generation = stateSignal.generation
             switch state {
             case .connected: return
             case .failed(let reason): throw MediaTransportError("media transport failed: \(reason)")
             case .closed: throw MediaTransportError("media transport closed")
-            default: try await Task.sleep(for: .milliseconds(10))
+            default: _ = try await stateSignal.wait(after: generation, until: deadline)
             }
         }
         throw MediaTransportError("media transport not connected within \(limit) (state \(state))")
@@ -378,6 +390,7 @@ public final class MediaTransport: Sendable {
         }
         dtls?.close()
         for task in timers.withLock({ $0 }) { task.cancel() }
+        stateSignal.notify()
         stateContinuation.yield(.closed)
         stateContinuation.finish()
         await ice.close()
@@ -524,6 +537,7 @@ public final class MediaTransport: Sendable {
             return true
         }
         if changed {
+            stateSignal.notify()
             if case .failed(let reason) = state {
                 logger.warning("media transport failed", metadata: ["reason": "\(reason)"])
             }

@@ -276,6 +276,12 @@ public actor ICEAgent {
         return lines
     }
 
+    /// Fires whenever a local candidate is gathered, gathering ends or the agent closes: a caller
+    /// that needs the candidates gathered so far (`currentLocalCandidates()`) to include one it
+    /// is waiting for checks again then, instead of polling. `localCandidates` cannot serve for
+    /// that: an `AsyncStream` has one reader, the trickle to the peer.
+    package nonisolated var localCandidateChanges: ChangeSignal { handle.callbacks.candidateChanges }
+
     /// The peer's `a=ice-ufrag` and `a=ice-pwd`.
     public func setRemoteCredentials(_ credentials: ICECredentials) throws(ICEError) {
         try checkOpen()
@@ -373,6 +379,8 @@ public actor ICEAgent {
             await loop.waitForExit()
             return
         }
+        // A wait on the candidates re-checks now, and learns that the agent is closed.
+        handle.callbacks.candidateChanges.notify()
         await releaseRemoteResources()
         let handle = handle
         loop.shutdown { quit in

@@ -19,6 +19,9 @@ final class NiceCallbacks: Sendable {
     /// Receive batching, if on: datagrams are counted for its rate estimate, and the selected
     /// pair's socket gets its larger receive buffer.
     let receiveBatching: ReceiveBatching?
+    /// Fires on each local candidate, at the end of gathering and on closing: what a wait for
+    /// the candidates gathered so far wakes on (`localCandidates` has one reader, the trickle).
+    let candidateChanges = ChangeSignal()
 
     init(
         logger: Logger,
@@ -50,6 +53,7 @@ final class NiceCallbacks: Sendable {
     func finish() {
         update(.closed)
         candidates.finish()
+        candidateChanges.notify()
         states.finish()
         datagrams.finish()
     }
@@ -76,6 +80,7 @@ let onNewCandidate: @convention(c) (OpaquePointer?, UnsafeMutablePointer<NiceCan
     guard let agent, let candidate, let callbacks = NiceCallbacks.from(data) else { return }
     guard let line = candidateLine(agent: agent, candidate: candidate) else { return }
     callbacks.candidates.yield(.candidate(line))
+    callbacks.candidateChanges.notify()
 }
 
 /// "candidate-gathering-done": `void (NiceAgent *, guint stream_id, gpointer user_data)`.
@@ -83,6 +88,7 @@ let onGatheringDone: @convention(c) (OpaquePointer?, guint, gpointer?) -> Void =
     guard let callbacks = NiceCallbacks.from(data) else { return }
     callbacks.logger.debug("ICE gathering done")
     callbacks.candidates.yield(.endOfCandidates)
+    callbacks.candidateChanges.notify()
 }
 
 /// "component-state-changed": `void (NiceAgent *, guint stream_id, guint component_id,

@@ -97,6 +97,9 @@ public actor JanusConnection {
     private var handleStreams: [UInt64: AsyncStream<JanusMessage>.Continuation] = [:]
     private var heldEvents: [UInt64: [JanusMessage]] = [:]
     private var sessionStreams: [UInt64: AsyncStream<JanusSession.Event>.Continuation] = [:]
+    /// Requests waiting for a reconnect to end (see `waitWhileReconnecting`), woken by `setState`.
+    private var reconnectWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    private var nextReconnectWaiter = 0
     /// Counts messages from Janus that could not be parsed (they are logged and dropped).
     public private(set) var malformedMessages = 0
 
@@ -310,11 +313,40 @@ public actor JanusConnection {
         }
     }
 
+    /// Returns once the connection is no longer reconnecting (at once when it is not), or when
+    /// `timeout` passes; throws `CancellationError` when the task is cancelled while waiting.
+    ///
+    /// Woken by `setState` (not on a timer), so a request goes out the moment the sessions are
+    /// claimed again. It does not read ``states``: that stream has one reader, the caller's.
     private func waitWhileReconnecting(timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while case .reconnecting = state, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        guard case .reconnecting = state else { return }
+        let id = nextReconnectWaiter
+        nextReconnectWaiter &+= 1
+        // The deadline itself: a timer that ends this one wait (cancelled as soon as it ends).
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.releaseReconnectWaiter(id)
         }
+        defer { timer.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // On the actor, as are `setState` and `releaseReconnectWaiter`: a cancellation
+                // before this point is seen here, one after it finds the continuation registered.
+                if case .reconnecting = state, !Task.isCancelled {
+                    reconnectWaiters[id] = continuation
+                } else {
+                    continuation.resume()
+                }
+            }
+        } onCancel: {
+            Task { await self.releaseReconnectWaiter(id) }
+        }
+        try Task.checkCancellation()
+    }
+
+    /// Ends one wait of `waitWhileReconnecting` early (its timeout passed, or its task was cancelled).
+    private func releaseReconnectWaiter(_ id: Int) {
+        reconnectWaiters.removeValue(forKey: id)?.resume()
     }
 
     // MARK: Routing
@@ -419,6 +451,12 @@ public actor JanusConnection {
 
     private func setState(_ state: State) {
         self.state = state
+        let stillReconnecting = if case .reconnecting = state { true } else { false }
+        if !stillReconnecting {
+            let waiters = reconnectWaiters
+            reconnectWaiters = [:]
+            for waiter in waiters.values { waiter.resume() }
+        }
         stateContinuation.yield(state)
         if case .closed = state { stateContinuation.finish() }
     }

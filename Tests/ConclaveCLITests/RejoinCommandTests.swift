@@ -20,8 +20,12 @@ import Testing
 
         alice.signal(SIGKILL)
         _ = await alice.waitForExit()
-        // Bob's status lines come once a second: let one pass so the count no longer grows.
-        try await Task.sleep(for: .milliseconds(1500))
+        // Bob's status lines come once a second: wait for two written after Alice's exit, so that
+        // frames of hers still on their way then are counted and the count no longer grows. (A
+        // poll, as in `waitUntil`: the lines arrive in a file, which gives no event to wait on.)
+        let linesAtExit = bob.statusLines.count
+        let settled = await waitUntil { bob.statusLines.count >= linesAtExit + 2 }
+        #expect(settled != nil, "bob wrote no status lines after alice's exit: \(bob.errorOutput)")
         let beforeRejoin = bob.framesDecrypted(from: "alice")
         let rejoined = try CallProcess(
             "alice-rejoin",

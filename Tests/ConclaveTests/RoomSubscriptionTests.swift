@@ -20,11 +20,20 @@ final class CollectingObserver: CallMediaObserver {
 
     let seen = Mutex(Seen())
 
-    func participantJoined(feedID: UInt64, display: String?) { seen.withLock { $0.joined.append(feedID) } }
-    func participantLeft(feedID: UInt64) { seen.withLock { $0.left.append(feedID) } }
-    func senderReport(_ report: SubscribedSenderReport) { seen.withLock { $0.senderReports += 1 } }
+    /// Counts the changes to `seen`, and holds the waits to wake at the next one.
+    private struct Changes {
+        var count = 0
+        var nextWaiter = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let changes = Mutex(Changes())
+
+    func participantJoined(feedID: UInt64, display: String?) { update { $0.joined.append(feedID) } }
+    func participantLeft(feedID: UInt64) { update { $0.left.append(feedID) } }
+    func senderReport(_ report: SubscribedSenderReport) { update { $0.senderReports += 1 } }
     func received(_ media: ReceivedMedia) {
-        seen.withLock { seen in
+        update { seen in
             switch media {
             case .frame(let frame):
                 seen.frames[frame.feedID, default: [:]][frame.frame.codec, default: []].append(frame.frame.data)
@@ -34,12 +43,48 @@ final class CollectingObserver: CallMediaObserver {
         }
     }
 
-    /// Waits until `condition` holds (polling), at most `limit`.
+    /// Waits until `condition` holds, at most `limit`. The condition is checked again each time
+    /// the observer hears something (not on a timer), so the wait ends the moment it holds.
     func wait(for limit: Duration = .seconds(10), until condition: (Seen) -> Bool) async throws {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
+            let count = changes.withLock { $0.count }
             if seen.withLock({ condition($0) }) { return }
-            try await Task.sleep(for: .milliseconds(50))
+            await withDeadline(deadline - ContinuousClock.now) { await self.nextChange(after: count) }
+            try Task.checkCancellation()
+        }
+    }
+
+    private func update(_ body: (inout Seen) -> Void) {
+        seen.withLock { body(&$0) }
+        let waiters = changes.withLock { changes in
+            changes.count += 1
+            defer { changes.waiters = [:] }
+            return changes.waiters
+        }
+        for waiter in waiters.values { waiter.resume() }
+    }
+
+    /// Returns after the first change past `count`, or when the task is cancelled (by
+    /// `withDeadline`).
+    private func nextChange(after count: Int) async {
+        let id = changes.withLock { changes in
+            changes.nextWaiter += 1
+            return changes.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Under the lock `update` takes: a change or a cancellation before this point ends
+                // the wait here, one after it finds the continuation registered.
+                let waiting = changes.withLock { changes -> Bool in
+                    guard changes.count == count, !Task.isCancelled else { return false }
+                    changes.waiters[id] = continuation
+                    return true
+                }
+                if !waiting { continuation.resume() }
+            }
+        } onCancel: {
+            changes.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
         }
     }
 }
@@ -146,7 +191,9 @@ func followRoom(
         )
         try await observer.wait { $0.joined.count == 2 }
         #expect(Set(observer.seen.withLock { $0.joined }) == [alice.publisher.feedID, bob.publisher.feedID])
-        try await Task.sleep(for: .milliseconds(500))  // the subscriber's DTLS completes
+        // Frames sent before the subscriber's DTLS completes would be lost: wait for its keys.
+        let subscriber = try #require(subscription.subscriber)
+        try await subscriber.transport.waitUntilConnected(within: .seconds(10))
 
         var random = SystemRandomNumberGenerator()
         alice.send(frames: 30, from: 0, using: &random)
@@ -156,7 +203,11 @@ func followRoom(
         // (a renegotiation), and that publisher's encrypted frames are reported, never delivered.
         var mallory = try await publish("3:Mallory", video: .h264, key: CallKey.random())
         try await observer.wait { $0.joined.count == 3 }
-        try await Task.sleep(for: .milliseconds(500))
+        // A participant is reported joined only once Janus has accepted the renegotiated answer
+        // (`Subscriber.add`), which then carries Mallory's streams: from here on, Janus forwards
+        // them. Still connected, over the same transport.
+        #expect(subscriber.streams.contains { $0.feedID == mallory.publisher.feedID })
+        try await subscriber.transport.waitUntilConnected(within: .seconds(10))
         mallory.send(frames: 30, from: 0, using: &random)
         alice.send(frames: 30, from: 30, using: &random)
 

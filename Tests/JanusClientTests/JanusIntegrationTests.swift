@@ -33,7 +33,7 @@ import Testing
                 return nil
             }
             group.addTask {
-                try await Task.sleep(for: limit)
+                try await Task.sleep(for: limit)  // the deadline, not a wait for the event
                 return nil
             }
             let first = try await group.next() ?? nil
@@ -67,7 +67,8 @@ import Testing
             if case .leaving(let id?) = event { return id }
             return nil
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // No pause needed before Bob leaves: the handle's event stream buffers what arrives
+        // before `nextEvent` starts reading it.
         try await bob.leave()
         #expect(try await aliceSeesBobLeave == bobJoined.id)
         #expect(try await alice.listParticipants(room: room).map(\.id) == [aliceJoined.id])
@@ -154,7 +155,8 @@ import Testing
             if case .leaving(let id?) = event { return id }
             return nil
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // No pause needed before Bob leaves: the handle's event stream buffers what arrives
+        // before `nextEvent` starts reading it.
         try await bob.leave()
         #expect(try await aliceSeesBobLeave == bobJoined.id)
 
@@ -162,6 +164,43 @@ import Testing
         try await bobSession.destroy()
         try await session.destroy()
         await bobConnection.close()
+        await connection.close()
+    }
+
+    @Test func aRequestMadeWhileReconnectingGoesOutOnceTheSessionIsClaimed() async throws {
+        let bed = try TestJanus.shared()
+        // A long request timeout: a request whose wait missed the end of the reconnect would go
+        // out only when the timeout ends it.
+        let (connection, session, alice) = try await client(bed, options: .init(requestTimeout: .seconds(30)))
+        let room = try await alice.createRoom(.init(room: TestJanus.uniqueRoomID()))
+        var states = connection.states.makeAsyncIterator()
+
+        await connection.dropConnectionForTesting()
+        var reconnecting = false
+        while let state = await states.next() {
+            if case .reconnecting = state {
+                reconnecting = true
+                break
+            }
+        }
+        try #require(reconnecting)
+
+        // Made during the reconnect (the first attempt waits 250 ms), sent once it is over.
+        let started = ContinuousClock.now
+        #expect(try await alice.roomExists(room))
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .seconds(10), "the request waited \(elapsed) for a reconnect that took well under that")
+        var reconnected = false
+        while let state = await states.next() {
+            if state == .reconnected {
+                reconnected = true
+                break
+            }
+        }
+        #expect(reconnected)
+
+        try await alice.destroyRoom(room)
+        try await session.destroy()
         await connection.close()
     }
 
