@@ -417,4 +417,88 @@ struct RecorderKeyframeTests {
         #expect(video.framesWritten > 0 && video.framesDroppedBeforeKeyframe <= 45, "\(video)")
         await connection.close()
     }
+
+    @Test(
+        "RoomSubscription.requestKeyframe sends a PLI that reaches the feed's publisher, throttled, and nothing for an unknown feed or after close"
+    )
+    func subscriptionRequestKeyframe() async throws {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
+        let publisher = try await Publisher.publish(
+            on: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                display: "alice:Alice",
+                audio: nil,
+                video: .vp8,
+                transport: .init(localAddresses: [bed.hostAddress])
+            ),
+            logger: logger
+        )
+        let requests = Mutex<[ContinuousClock.Instant]>([])
+        let keyframeRequests = publisher.keyframeRequests
+        let counting = Task {
+            for await _ in keyframeRequests { requests.withLock { $0.append(.now) } }
+        }
+        let listener = try await RoomListener.join(
+            on: try await connection.createSession(),
+            room: room,
+            display: "recorder"
+        )
+        let subscription = RoomSubscription(
+            session: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                ownFeedID: listener.joined.id,
+                crypto: nil,
+                transport: .init(localAddresses: [bed.hostAddress])
+            ),
+            initialPublishers: listener.joined.publishers,
+            roomEvents: listener.roomEvents,
+            observers: [],
+            logger: logger
+        )
+        let feed = publisher.feedID
+        let subscribed = await waitUntil(within: .seconds(20)) { subscription.participants[feed] != nil }
+        #expect(subscribed, "the subscription follows Alice")
+        // Janus asks Alice for a keyframe for the new subscriber: wait until that has come and
+        // gone (no request for a second; nothing is sent, so the jitter buffer asks for nothing).
+        let start = ContinuousClock.now
+        let quiet = await waitUntil(within: .seconds(15)) {
+            ContinuousClock.now - (requests.withLock { $0.last } ?? start) > .seconds(1)
+        }
+        #expect(quiet)
+        let before = requests.withLock { $0.count }
+        let asked = ContinuousClock.now
+
+        #expect(subscription.requestKeyframe(feedID: feed), "a PLI went out")
+        #expect(!subscription.requestKeyframe(feedID: feed), "throttled: a second request at once sends nothing")
+        #expect(!subscription.requestKeyframe(feedID: feed &+ 1), "nothing for a feed not subscribed")
+        let reached = await waitUntil(within: .seconds(3)) { requests.withLock { $0.count } > before }
+        let arrival = requests.withLock { $0.count > before ? $0[before] : nil }
+        #expect(reached, "the request reached Alice through Janus")
+        #expect(arrival.map { $0 - asked < .seconds(1) } == true, "within a second")
+
+        await subscription.close()
+        #expect(!subscription.requestKeyframe(feedID: feed), "nothing after close")
+        counting.cancel()
+        await listener.leave()
+        await publisher.leave()
+        try await admin.destroyRoom(room)
+        await connection.close()
+    }
+
+    /// Polls `condition` every 50 ms until it holds or `limit` passes; returns whether it held.
+    func waitUntil(within limit: Duration, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return condition()
+    }
 }
