@@ -281,10 +281,10 @@ public final class RecordingSession: CallMediaObserver {
     /// `{ [weak subscription] in subscription?.requestKeyframe(feedID: $0) }`, once the
     /// subscription that receives the call exists.
     ///
-    /// Without it a recording that misses a keyframe (frames that did not decrypt, a new segment,
-    /// a subscriber joining mid-picture-group) waits for the sender's next periodic keyframe, and
-    /// with a sender that sends keyframes only when asked it records no video at all. `target` is
-    /// called on the recorder thread, so it must not block.
+    /// Without it a recording that misses a keyframe (frames that did not decrypt, a new segment)
+    /// waits for the sender's next periodic keyframe, and with a sender that sends keyframes only
+    /// when asked it records no video at all. `target` is called on the recorder thread, so it
+    /// must not block.
     public func setKeyframeRequester(_ target: @escaping @Sendable (UInt64) -> Void) {
         keyframeRequester.set(target)
     }
