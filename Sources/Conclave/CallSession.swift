@@ -193,6 +193,13 @@ public actor CallSession {
         logger.info("left the call")
     }
 
+    /// Asks the publisher of `feedID` for a video keyframe through the current subscription (see
+    /// ``RoomSubscription/requestKeyframe(feedID:)``): what `join --record`'s recorder calls when
+    /// it misses one.
+    public func requestKeyframe(feedID: UInt64) {
+        leg?.subscription.requestKeyframe(feedID: feedID)
+    }
+
     /// A status snapshot; rates cover the time since the previous snapshot.
     public func status() -> CallStatus {
         var loss: [String: Double] = [:]

@@ -150,6 +150,27 @@ public final class RecordingSession: CallMediaObserver {
         }
     }
 
+    /// Where the recorder's keyframe requests go, set after creation (``setKeyframeRequester(_:)``):
+    /// the subscription that can send them is created after the session, as it takes the session
+    /// as an observer.
+    private final class KeyframeRequester: Sendable {
+        private let target: Mutex<(@Sendable (UInt64) -> Void)?>
+
+        init(_ target: (@Sendable (UInt64) -> Void)?) {
+            self.target = Mutex(target)
+        }
+
+        func set(_ target: @escaping @Sendable (UInt64) -> Void) {
+            self.target.withLock { $0 = target }
+        }
+
+        /// Called on the recorder thread; the target runs outside the lock.
+        func request(_ feedID: UInt64) {
+            target.withLock { $0 }?(feedID)
+        }
+    }
+
+    private let keyframeRequester: KeyframeRequester
     private let wallAtOrigin: Int64
     private let mediaAtOrigin: MonotonicTime
 
@@ -160,22 +181,26 @@ public final class RecordingSession: CallMediaObserver {
     ///     (its transport's `ReceiveBatching.maximumDelay`, zero without batching); batches are
     ///     ``maximumLoss`` minus this (60 ms for `record`, 100 ms for `join --record`).
     ///   - requestKeyframe: asks a feed's sender for a video keyframe (the caller sends a PLI
-    ///     through its subscriber); called at most once a second per feed.
+    ///     through its subscriber, e.g. ``RoomSubscription/requestKeyframe(feedID:)``); called on
+    ///     the recorder thread, at most once a second per feed, so it must not block. Nil to set
+    ///     it later with ``setKeyframeRequester(_:)``; until then requests are dropped.
     public init(
         configuration: CallRecorder.Configuration,
         logger: Logger,
         datagramDelay: Duration = .zero,
-        requestKeyframe: @escaping @Sendable (UInt64) -> Void = { _ in }
+        requestKeyframe: (@Sendable (UInt64) -> Void)? = nil
     ) throws(RecordingError) {
         let media = MediaClock.now()
         let wall = Int64(Date().timeIntervalSince1970 * 1_000_000)
         mediaAtOrigin = media
         wallAtOrigin = wall
+        let requester = KeyframeRequester(requestKeyframe)
+        keyframeRequester = requester
         let recorder = try CallRecorder(
             configuration: configuration,
             startTime: wall,
             logger: logger,
-            requestKeyframe: requestKeyframe
+            requestKeyframe: { feedID in requester.request(feedID) }
         )
         // Handed over whole: from here on the recorder thread is its only user.
         nonisolated(unsafe) let owned = recorder
@@ -250,6 +275,18 @@ public final class RecordingSession: CallMediaObserver {
                 last = max(last, wallNow)
             }
         }
+    }
+
+    /// Sets where the recorder's keyframe requests go (replacing any earlier target): typically
+    /// `{ [weak subscription] in subscription?.requestKeyframe(feedID: $0) }`, once the
+    /// subscription that receives the call exists.
+    ///
+    /// Without it a recording that misses a keyframe (frames that did not decrypt, a new segment)
+    /// waits for the sender's next periodic keyframe, and with a sender that sends keyframes only
+    /// when asked it records no video at all. `target` is called on the recorder thread, so it
+    /// must not block.
+    public func setKeyframeRequester(_ target: @escaping @Sendable (UInt64) -> Void) {
+        keyframeRequester.set(target)
     }
 
     /// Wall-clock microseconds of a media-clock instant.

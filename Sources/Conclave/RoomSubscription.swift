@@ -126,6 +126,23 @@ public final class RoomSubscription: Sendable {
     /// The subscriber, once there has been someone to subscribe to.
     public var subscriber: Subscriber? { state.withLock { $0.subscriber } }
 
+    /// Asks the publisher of `feedID` for a video keyframe: an RTCP PLI about the feed's video
+    /// stream, through the subscriber that receives it (Janus passes it on to the publisher).
+    /// Returns whether a request went out: not before the feed's video has an SSRC, not after
+    /// ``close()``, and not within the subscriber's per-stream throttle (500 ms) of the last one.
+    ///
+    /// A recorder needs this when it loses decoder state the jitter buffer cannot see (frames that
+    /// did not decrypt, a new file): senders that send keyframes only when asked would otherwise
+    /// leave it without video. Safe from any thread, and it never waits: one short lock and one
+    /// datagram, so a recorder's thread may call it.
+    @discardableResult
+    public func requestKeyframe(feedID: UInt64) -> Bool {
+        guard let subscriber = state.withLock({ $0.closed ? nil : $0.subscriber }) else { return false }
+        let sent = subscriber.requestKeyframe(feedID: feedID)
+        if sent { logger.debug("asked for a keyframe", metadata: ["feed": "\(feedID)"]) }
+        return sent
+    }
+
     /// Stops following the room and closes the subscriber.
     public func close() async {
         main.withLock { $0?.cancel() }

@@ -73,6 +73,12 @@ public final class Subscriber: Sendable {
         /// The SSRC Janus sends this stream with, from the offer or learned from its packets; the
         /// target of our NACKs and keyframe requests.
         var ssrc: UInt32?
+        /// When ``Subscriber/requestKeyframe(feedID:)`` last sent a request for this stream: those
+        /// requests are throttled on their own, as the jitter buffer throttles its own.
+        var lastRequestedKeyframe: MonotonicTime?
+        /// The command sequence number of our last FIR sent by `requestKeyframe(feedID:)` (FIR
+        /// only, for a stream whose jitter buffer asks by FIR).
+        var firSequence: UInt8 = 0
     }
 
     private struct ReceiveState {
@@ -156,6 +162,70 @@ public final class Subscriber: Sendable {
     /// Receive statistics per mid.
     public var statistics: [String: ReceiveStatistics] {
         state.withLock { $0.streams.mapValues { $0.buffer.statistics } }
+    }
+
+    /// Asks the publisher of `feedID` for a video keyframe: an RTCP PLI (or FIR, when that is how
+    /// the stream's jitter buffer asks) about the feed's video stream, sent at once; returns
+    /// whether one went out.
+    ///
+    /// For a consumer that loses decoder state the jitter buffer cannot see (a recorder whose
+    /// frames did not decrypt, or that starts a new file): the jitter buffer asks only for what it
+    /// sees missing (lost packets, no keyframe yet since the stream started). Requests are throttled per stream at the jitter buffer's
+    /// `keyframeRequestInterval` (500 ms), so a caller asking in a loop cannot flood the sender.
+    /// Callable from any thread; it takes the receive lock briefly and never waits on the network.
+    @discardableResult
+    public func requestKeyframe(feedID: UInt64) -> Bool {
+        let now = MediaClock.now()
+        let packets = state.withLock { state -> [[UInt8]] in
+            var packets: [[UInt8]] = []
+            for mid in Array(state.streams.keys) {
+                // Fields only, never the whole stream: a copy of it alive across the mutations
+                // below would copy its jitter buffer's storage.
+                guard state.streams[mid]?.feedID == feedID, state.streams[mid]?.media.kind == .video,
+                    let mediaSSRC = state.streams[mid]?.ssrc,
+                    let configuration = state.streams[mid]?.buffer.configuration
+                else { continue }
+                if let last = state.streams[mid]?.lastRequestedKeyframe,
+                    now.since(last) < configuration.keyframeRequestInterval
+                {
+                    continue
+                }
+                let request: RTCPPacket
+                switch configuration.keyframeRequestMethod {
+                case .none: continue
+                case .pli: request = .pictureLossIndication(.init(senderSSRC: state.localSSRC, mediaSSRC: mediaSSRC))
+                case .fir:
+                    state.streams[mid]?.firSequence &+= 1
+                    let sequence = state.streams[mid]?.firSequence ?? 0
+                    request = .fullIntraRequest(
+                        .init(senderSSRC: state.localSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: sequence)])
+                    )
+                }
+                state.streams[mid]?.lastRequestedKeyframe = now
+                // Led by a receiver report with a block about the stream, as the jitter buffer's
+                // own feedback is (`JitterBufferOutput.feedbackPackets`): Janus finds the stream a
+                // compound packet is about from that block, not from the PLI or FIR.
+                var block =
+                    state.streams[mid]?.buffer.makeReportBlock(now: now)
+                    ?? RTCPReportBlock(
+                        ssrc: mediaSSRC,
+                        fractionLost: 0,
+                        cumulativeLost: 0,
+                        extendedHighestSequence: 0,
+                        jitter: 0,
+                        lastSenderReport: 0,
+                        delaySinceLastSenderReport: 0
+                    )
+                block.ssrc = mediaSSRC
+                let feedback: [RTCPPacket] = [
+                    .receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: [block])), request,
+                ]
+                packets.append(RTCPCompound.serialize(feedback))
+            }
+            return packets
+        }
+        for packet in packets { transport.sendRTCP(packet) }
+        return !packets.isEmpty
     }
 
     /// Adds every stream of `feeds` to the subscription.

@@ -335,6 +335,13 @@ struct CallRunner {
             tracker: CallStatusTracker(origin: origin),
             logger: logger
         )
+        // The recorder asks for the keyframes it misses through the call's current subscription
+        // (the call creates a new one when it recovers). A task per request keeps the recorder
+        // thread from waiting for the call; requests come at most once a second per feed.
+        recording?.setKeyframeRequester { [weak session] feedID in
+            guard let session else { return }
+            Task { await session.requestKeyframe(feedID: feedID) }
+        }
         let mode = options.status ?? (isatty(STDOUT_FILENO) == 1 ? .tty : .none)
         do {
             try await session.join()

@@ -152,6 +152,11 @@ struct RecordCommand: AsyncParsableCommand {
             observers: [recording],
             logger: logger
         )
+        // A recording that misses a keyframe asks the sender for one through the subscriber that
+        // receives it (created after the recording, which it feeds).
+        recording.setKeyframeRequester { [weak subscription] feedID in
+            subscription?.requestKeyframe(feedID: feedID)
+        }
         // Tests and scripts wait for this line.
         FileHandle.standardOutput.write(Data("recording room \(room) into \(directory)\n".utf8))
 
