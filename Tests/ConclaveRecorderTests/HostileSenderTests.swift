@@ -134,13 +134,6 @@ final class HostileRTPSender: @unchecked Sendable {
 
 @Suite("A hostile sender while recording through Janus", .serialized)
 struct HostileSenderTests {
-    func conclave() throws -> String {
-        let path = TestPaths.productsDirectory.appendingPathComponent("conclave").path
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
-        }
-        return path
-    }
 
     /// Polls the recording's manifest until `condition` holds, failing after `timeout`.
     func waitForManifest(
@@ -175,7 +168,7 @@ struct HostileSenderTests {
         let output = directory.appendingPathComponent("rec")
 
         let recorder = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id", "77", "--crypto", "none",
                 "--out", output.path, "--ice-address", bed.hostAddress, "--duration", "60", "--log-level", "warning",

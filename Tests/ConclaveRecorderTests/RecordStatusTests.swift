@@ -17,13 +17,6 @@ import Testing
 /// start.
 @Suite("conclave record status and start-up", .serialized)
 struct RecordStatusTests {
-    func conclave() throws -> String {
-        let path = TestPaths.productsDirectory.appendingPathComponent("conclave").path
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
-        }
-        return path
-    }
 
     /// Decodes a `--status json` line, nil for other output.
     func status(_ line: String) -> RecordingStatus? {
@@ -44,7 +37,7 @@ struct RecordStatusTests {
         let output = directory.appendingPathComponent("rec").path
 
         let recorder = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id", "77", "--crypto", "none",
                 "--out", output, "--ice-address", bed.hostAddress, "--status", "json", "--duration", "60",
@@ -174,7 +167,7 @@ struct RecordStatusTests {
         for janus in [bed.webSocketURL, "ws://127.0.0.1:9"] {
             let output = directory.appendingPathComponent("rec-\(janus.hasSuffix(":9") ? "nojanus" : "noroom")").path
             let result = try runProcess(
-                try conclave(),
+                try TestPaths.conclave(),
                 [
                     "record", "--janus", janus, "--room", "\(TestJanus.uniqueRoomID())", "--call-id", "1",
                     "--crypto", "none", "--out", output, "--ice-address", bed.hostAddress, "--duration", "5",
@@ -199,7 +192,7 @@ struct RecordStatusTests {
         try manifest.write(to: URL(fileURLWithPath: output + "/manifest.json"))
         // No Janus listens on port 9: the refusal must come first.
         let result = try runProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "1", "--crypto", "none",
                 "--out", output, "--duration", "5",

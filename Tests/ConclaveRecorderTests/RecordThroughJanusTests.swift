@@ -111,13 +111,6 @@ func readUntilExit(_ process: BackgroundProcess, timeout: Duration) -> [String] 
 
 @Suite("Recording through Janus", .serialized)
 struct RecordThroughJanusTests {
-    func conclave() throws -> String {
-        let path = TestPaths.productsDirectory.appendingPathComponent("conclave").path
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
-        }
-        return path
-    }
 
     func writeKeyFile(_ key: CallKey, in directory: URL) throws -> String {
         let path = directory.appendingPathComponent("call.key").path
@@ -152,7 +145,7 @@ struct RecordThroughJanusTests {
         let output = directory.appendingPathComponent("rec")
 
         let recorder = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id", "\(callID)",
                 "--key-file", try writeKeyFile(key, in: directory), "--out", output.path, "--ice-address",
@@ -275,7 +268,7 @@ struct RecordThroughJanusTests {
         let key = CallKey.random()
         let output = directory.appendingPathComponent("rec")
         let recorder = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id", "\(callID)",
                 "--key-file", try writeKeyFile(key, in: directory), "--out", output.path, "--ice-address",
@@ -317,7 +310,7 @@ struct RecordThroughJanusTests {
         let liveFirst = try #require(liveAnalysis.frameNumbers.first)
         #expect(liveAnalysis.frameNumbers == Array(liveFirst..<(liveFirst + liveAnalysis.frameNumbers.count)))
 
-        let repair = try runProcess(try conclave(), ["recordings", "repair", output.path])
+        let repair = try runProcess(try TestPaths.conclave(), ["recordings", "repair", output.path])
         #expect(repair.succeeded, "repair: \(repair.errorOutput)")
         #expect(try FFmpeg.decodeErrors(path) == "")
         let repaired = try RecordingManifest.read(from: output.path)
@@ -336,7 +329,7 @@ struct RecordThroughJanusTests {
             let beep = analysis.beepTimes.min { abs($0 - flash) < abs($1 - flash) } ?? .infinity
             #expect(abs(beep - flash) <= 0.040, "flash at \(flash) s, nearest beep at \(beep) s")
         }
-        let inspect = try runProcess(try conclave(), ["recordings", "inspect", output.path])
+        let inspect = try runProcess(try TestPaths.conclave(), ["recordings", "inspect", output.path])
         #expect(inspect.succeeded && inspect.output.contains("u1"), "\(inspect.output)")
 
         try await admin.destroyRoom(room)
@@ -348,7 +341,7 @@ struct RecordThroughJanusTests {
         let directory = try TestPaths.temporaryDirectory("conclave-record")
         defer { try? FileManager.default.removeItem(at: directory) }
         let result = try runProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", "ws://127.0.0.1:9", "--room", "1", "--call-id", "2", "--out",
                 directory.appendingPathComponent("rec").path,

@@ -182,13 +182,6 @@ final class OnDemandKeyframePublisher: Sendable {
 /// so records video from a sender that sends keyframes only when asked.
 @Suite("Recorder keyframe requests", .serialized)
 struct RecorderKeyframeTests {
-    func conclave() throws -> String {
-        let path = TestPaths.productsDirectory.appendingPathComponent("conclave").path
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
-        }
-        return path
-    }
 
     /// Decodes a `--status json` line, nil for other output.
     func status(_ line: String) -> RecordingStatus? {
@@ -212,7 +205,7 @@ struct RecorderKeyframeTests {
 
     /// Runs the `conclave` binary to completion; throws with its error output when it fails.
     func run(_ arguments: [String]) throws -> String {
-        let result = try runProcess(try conclave(), arguments, timeout: .seconds(60))
+        let result = try runProcess(try TestPaths.conclave(), arguments, timeout: .seconds(60))
         guard result.succeeded else {
             throw SubprocessError(description: "conclave \(arguments.first ?? ""): \(result.errorOutput)")
         }
@@ -257,7 +250,7 @@ struct RecorderKeyframeTests {
         let output = directory.appendingPathComponent("rec")
 
         let recorder = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id", "\(callID)",
                 "--key-file", keyFile, "--out", output.path, "--ice-address", bed.hostAddress, "--status", "json",
@@ -371,7 +364,7 @@ struct RecorderKeyframeTests {
         )
         let recording = directory.appendingPathComponent("rec").path
         let carol = try BackgroundProcess(
-            try conclave(),
+            try TestPaths.conclave(),
             [
                 "join", "--data-dir", data, "--invitation", invitationPath, "--janus", bed.webSocketURL,
                 "--record", recording, "--ice-address", bed.hostAddress, "--width", "320", "--height", "240",

@@ -5,15 +5,6 @@ import ConclaveTestSupport
 import Foundation
 import Testing
 
-/// The built `conclave` executable.
-func conclaveExecutable() throws -> String {
-    let path = TestPaths.productsDirectory.appendingPathComponent("conclave").path
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
-    }
-    return path
-}
-
 @Suite("Repair safety", .serialized)
 struct RepairSafetyTests {
     let start: Int64 = 1_763_000_000_000_000
@@ -315,7 +306,7 @@ struct RepairSafetyTests {
         let before = try names(in: folder)
         let live = try Data(contentsOf: URL(fileURLWithPath: folder + "/\(base).webm"))
 
-        let conclave = try conclaveExecutable()
+        let conclave = try TestPaths.conclave()
         let repair = try runProcess(
             "runuser",
             ["-u", "nobody", "--", conclave, "recordings", "repair", "--remove-journals", folder],

@@ -41,4 +41,14 @@ public enum TestPaths {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    /// The built `conclave` binary of this build; throws (failing the test, never skipping it)
+    /// when it was not built.
+    public static func conclave() throws -> String {
+        let path = productsDirectory.appendingPathComponent("conclave").path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw SubprocessError(description: "no conclave binary at \(path): run swift build first")
+        }
+        return path
+    }
 }
