@@ -313,7 +313,7 @@ func recordWithConclave(
             binaries + "/conclave", "record", "--janus", bed.webSocketURL, "--room", "\(room)", "--call-id",
             "\(callID)", "--out", out, "--ice-address", bed.hostAddress, "--duration", "\(recordSeconds)",
             "--log-level", "error",
-        ] + crypto,
+        ] + crypto + (ProcessInfo.processInfo.environment["BENCH_STATUS"].map { ["--status", $0] } ?? []),
         log: directory.appendingPathComponent(name + ".log").path,
         steady: steadyWindow
     )
