@@ -65,9 +65,12 @@ public final class RecordingSession: CallMediaObserver {
     /// The manifest as of the recorder thread's last tick, for status output (``snapshot()``).
     private let latest = LatestManifest()
 
-    /// The last manifest snapshot, shared by reference with the recorder thread.
+    /// The last manifest snapshot, shared by reference with the recorder thread. The thread
+    /// builds a new one only when ``snapshot()`` was called since the last: a recorder nobody
+    /// watches (`--status none`) pays nothing for it.
     private final class LatestManifest: Sendable {
         let value = Mutex<RecordingManifest?>(nil)
+        let requested = Atomic<Bool>(false)
     }
 
     /// The inbox and its condition variable, shared by reference with the recorder thread.
@@ -269,8 +272,10 @@ public final class RecordingSession: CallMediaObserver {
             if finished { return recorder.finish(at: max(last, wallNow)) }
             if wallNow - lastTick >= tickInterval {
                 recorder.tick(now: wallNow)
-                let manifest = recorder.manifest()
-                latest.value.withLock { $0 = manifest }
+                if latest.requested.exchange(false, ordering: .relaxed) {
+                    let manifest = recorder.manifest()
+                    latest.value.withLock { $0 = manifest }
+                }
                 lastTick = wallNow
                 last = max(last, wallNow)
             }
@@ -359,10 +364,12 @@ public final class RecordingSession: CallMediaObserver {
         .senderReport(report.feedID, kind, report.report.ntpTimestamp.rawValue, report.report.rtpTimestamp, arrival)
     }
 
-    /// The recording's manifest as of the recorder's last tick (at most half a second old): what
-    /// `conclave record` shows as its status while it runs.
+    /// The recording's manifest for status output: the one built at the recorder's first tick
+    /// after the previous call (ticks come twice a second), so a caller asking once a second sees
+    /// figures at most about a second old.
     public func snapshot() -> RecordingManifest? {
-        latest.value.withLock { $0 }
+        latest.requested.store(true, ordering: .relaxed)
+        return latest.value.withLock { $0 }
     }
 
     /// Ends the recording: closes every file, verifies it, removes verified journals and writes
