@@ -13,7 +13,7 @@ import Foundation
 /// afterwards) plus what only the running process knows: how long it has run, how many bytes
 /// each file holds now, and how much room the disk has left, so that a recorder left running for
 /// an hour says early what it records and what goes wrong.
-public struct RecordingStatus: Sendable, Codable, Hashable {
+public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
     /// One track of one participant's current segment.
     public struct Track: Sendable, Codable, Hashable {
         public var kind: String
@@ -112,14 +112,6 @@ public struct RecordingStatus: Sendable, Codable, Hashable {
         self.problems = problems
     }
 
-    /// The snapshot as one line of JSON.
-    public func jsonLine() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(self) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// The snapshot as a small table for a terminal.
     public func terminalText() -> String {
         let free = diskFreeBytes.map { Self.megabytes($0) + " free" } ?? "disk free unknown"
@@ -148,11 +140,6 @@ public struct RecordingStatus: Sendable, Codable, Hashable {
         for entry in notRecorded { lines.append("not recorded: \(entry)") }
         for problem in problems { lines.append("PROBLEM: \(problem)") }
         return lines.joined(separator: "\n")
-    }
-
-    private func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width
-            ? String(text.prefix(width - 1)) + " " : text + String(repeating: " ", count: width - text.count)
     }
 
     private static func megabytes(_ bytes: Int64) -> String {

@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Times are milliseconds since the call object was created (the command's start, near enough),
 /// so scripts can read join and recovery times straight from the lines.
-public struct CallStatus: Sendable, Codable, Hashable {
+public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     /// One remote participant, followed across feeds by the `"<userId>:"` prefix of its display.
     public struct Participant: Sendable, Codable, Hashable {
         /// The user id (the display's prefix), or `feed:<id>` when the display has none.
@@ -70,14 +70,6 @@ public struct CallStatus: Sendable, Codable, Hashable {
     public var participants: [Participant]
     public var recoveries: [Recovery]
 
-    /// The snapshot as one line of JSON.
-    public func jsonLine() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(self) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// The snapshot as a small table for a terminal.
     public func terminalText() -> String {
         var lines = [
@@ -114,10 +106,6 @@ public struct CallStatus: Sendable, Codable, Hashable {
         return lines.joined(separator: "\n")
     }
 
-    private func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width
-            ? String(text.prefix(width - 1)) + " " : text + String(repeating: " ", count: width - text.count)
-    }
 }
 
 /// Counts what the call receives, per participant, for the status view.

@@ -217,6 +217,16 @@ struct CallOptions: ParsableArguments {
 
     enum StatusMode: String, ExpressibleByArgument {
         case tty, json, none
+
+        /// Prints `report` as this mode asks: a line of JSON, or the table redrawn in place.
+        func show(_ report: some StatusReport) {
+            switch self {
+            case .json: print(report.jsonLine())
+            case .tty: print("\u{1B}[H\u{1B}[2J" + report.terminalText())
+            case .none: return
+            }
+            fflush(nil)
+        }
     }
 
     /// The configuration file named by `--config`, or the default one if it exists.
@@ -355,7 +365,7 @@ struct CallRunner {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
-                Self.show(await session.status(), mode: mode)
+                mode.show(await session.status())
             }
         }
         let reason = await stop.wait(duration: options.duration)
@@ -370,18 +380,10 @@ struct CallRunner {
         var last = final
         last.state = await session.currentPhase.rawValue
         last.janus = "closed"
-        Self.show(last, mode: mode)
+        mode.show(last)
         if mode == .tty { print("") }
     }
 
-    private static func show(_ status: CallStatus, mode: CallOptions.StatusMode) {
-        switch mode {
-        case .json: print(status.jsonLine())
-        case .tty: print("\u{1B}[H\u{1B}[2J" + status.terminalText())
-        case .none: return
-        }
-        fflush(nil)
-    }
 }
 
 /// The signal that asked us to leave, 0 until one did. Written by the signal handler (which may

@@ -162,14 +162,14 @@ struct RecordCommand: AsyncParsableCommand {
 
         let mode = status ?? (isatty(STDOUT_FILENO) == 1 ? .tty : .json)
         let origin = ContinuousClock.now
+        // No status wanted, no snapshot asked for: the recorder then builds none.
         let printer = Task {
-            while !Task.isCancelled {
+            while mode != .none, !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
                 guard let manifest = recording.snapshot() else { continue }
-                Self.show(
-                    RecordingStatus(manifest: manifest, directory: directory, elapsed: ContinuousClock.now - origin),
-                    mode: mode
+                mode.show(
+                    RecordingStatus(manifest: manifest, directory: directory, elapsed: ContinuousClock.now - origin)
                 )
             }
         }
@@ -180,14 +180,13 @@ struct RecordCommand: AsyncParsableCommand {
         let manifest = await recording.finish()
         await listener.leave()
         await connection.close()
-        Self.show(
+        mode.show(
             RecordingStatus(
                 manifest: manifest,
                 directory: directory,
                 elapsed: ContinuousClock.now - origin,
                 state: "finished"
-            ),
-            mode: mode
+            )
         )
         if mode == .tty { print("") }
         Self.printSummary(manifest, directory: directory)
@@ -256,15 +255,6 @@ struct RecordCommand: AsyncParsableCommand {
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         let name = "call-\(callID)-\(formatter.string(from: Date()))"
         return parent.hasSuffix("/") ? parent + name : parent + "/" + name
-    }
-
-    private static func show(_ status: RecordingStatus, mode: CallOptions.StatusMode) {
-        switch mode {
-        case .json: print(status.jsonLine())
-        case .tty: print("\u{1B}[H\u{1B}[2J" + status.terminalText())
-        case .none: return
-        }
-        fflush(nil)
     }
 
     static func printSummary(_ manifest: RecordingManifest, directory: String) {
