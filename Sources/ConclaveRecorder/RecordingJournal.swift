@@ -263,29 +263,17 @@ public final class JournalWriter {
 
     private func writeAll(_ bytes: [UInt8]) throws(JournalError) {
         guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
-        var written = 0
-        var failure: Int32 = 0
-        bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
-            while written < buffer.count {
-                let result = write(descriptor, base + written, buffer.count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                written += result
-            }
-        }
-        if failure != 0 {
+        do {
+            try PrivateFiles.writeAll(bytes, to: descriptor, path: path)
+        } catch {
             // A partial record may be on disk; the reader skips it, so the other records stay usable.
             throw JournalError(
                 path: path,
-                reason: "cannot write: \(String(cString: strerror(failure)))",
+                reason: "cannot write: \(String(cString: strerror(error.errno ?? EIO)))",
                 byteOffset: size
             )
         }
-        size += written
+        size += bytes.count
     }
 }
 
