@@ -9,21 +9,6 @@ import Testing
 /// A FIFO or a folder where a file is expected (device.json, --invitation, --config) is refused
 /// at once in one line, instead of hanging on the FIFO or printing a framework error.
 @Suite struct FileKindTests {
-    enum Kind: String, CaseIterable, Sendable {
-        case fifo, folder
-
-        var word: String { self == .fifo ? "FIFO" : "folder" }
-
-        func make(_ path: String) throws {
-            switch self {
-            case .fifo:
-                guard mkfifo(path, 0o600) == 0 else { throw CLITestError(description: "mkfifo \(path) failed") }
-            case .folder:
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            }
-        }
-    }
-
     /// Runs `conclave`, failing the test if it takes more than a few seconds.
     func runQuickly(_ arguments: [String]) throws -> ProcessResult {
         let binary = TestPaths.productsDirectory.appendingPathComponent("conclave").path
@@ -34,7 +19,7 @@ import Testing
         return result
     }
 
-    func expectRefused(_ result: ProcessResult, path: String, kind: Kind) {
+    func expectRefused(_ result: ProcessResult, path: String, kind: SpecialFile) {
         #expect(result.status != 0)
         #expect(
             result.errorOutput.contains("refusing \(path): it is a \(kind.word), not a regular file"),
@@ -45,8 +30,8 @@ import Testing
         #expect(result.errorOutput.split(separator: "\n").count == 1, "\(result.errorOutput)")
     }
 
-    @Test(arguments: Kind.allCases)
-    func deviceKeyFile(kind: Kind) throws {
+    @Test(arguments: SpecialFile.allCases)
+    func deviceKeyFile(kind: SpecialFile) throws {
         let directory = try TestPaths.temporaryDirectory("conclave-kind")
         defer { try? FileManager.default.removeItem(at: directory) }
         let keys = directory.appendingPathComponent("keys")
@@ -57,8 +42,8 @@ import Testing
         expectRefused(try runQuickly(["keys", "show", "--data-dir", directory.path]), path: device, kind: kind)
     }
 
-    @Test(arguments: Kind.allCases)
-    func invitation(kind: Kind) throws {
+    @Test(arguments: SpecialFile.allCases)
+    func invitation(kind: SpecialFile) throws {
         let directory = try TestPaths.temporaryDirectory("conclave-kind")
         defer { try? FileManager.default.removeItem(at: directory) }
         let invitation = directory.appendingPathComponent("invitation.json").path
@@ -69,8 +54,8 @@ import Testing
         expectRefused(result, path: invitation, kind: kind)
     }
 
-    @Test(arguments: Kind.allCases)
-    func configuration(kind: Kind) throws {
+    @Test(arguments: SpecialFile.allCases)
+    func configuration(kind: SpecialFile) throws {
         let directory = try TestPaths.temporaryDirectory("conclave-kind")
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = directory.appendingPathComponent("conclave.json").path

@@ -70,3 +70,22 @@ public enum FilePrivacy {
         return path
     }
 }
+
+/// A file that is not a regular file, made where a program expects one: a FIFO (a plain read
+/// would block on it) or a folder.
+public enum SpecialFile: String, CaseIterable, Sendable {
+    case fifo, folder
+
+    /// How Conclave's errors name it.
+    public var word: String { self == .fifo ? "FIFO" : "folder" }
+
+    /// Makes it at `path`.
+    public func make(_ path: String) throws {
+        switch self {
+        case .fifo:
+            guard mkfifo(path, 0o600) == 0 else { throw SubprocessError(description: "mkfifo \(path) failed") }
+        case .folder:
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
+    }
+}

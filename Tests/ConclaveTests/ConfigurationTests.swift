@@ -99,23 +99,18 @@ import Testing
     }
 
     /// A FIFO would block a plain read until a writer came; a folder gave a framework error code.
-    @Test(arguments: ["fifo", "folder"])
-    func aConfigurationThatIsNotARegularFileIsRefusedAtOnce(kind: String) throws {
+    @Test(arguments: SpecialFile.allCases)
+    func aConfigurationThatIsNotARegularFileIsRefusedAtOnce(kind: SpecialFile) throws {
         let directory = try TestPaths.temporaryDirectory("conclave-config")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("conclave.json").path
-        if kind == "fifo" {
-            #expect(mkfifo(path, 0o600) == 0)
-        } else {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
-        }
+        try kind.make(path)
         let start = ContinuousClock.now
         do {
             _ = try ConfigurationFile.load(path: path)
             Issue.record("loaded a \(kind)")
         } catch {
-            let word = kind == "fifo" ? "FIFO" : "folder"
-            #expect(error.description.contains("refusing \(path): it is a \(word), not a regular file"))
+            #expect(error.description.contains("refusing \(path): it is a \(kind.word), not a regular file"))
             #expect(!error.description.contains("\n"), "one line: \(error.description)")
         }
         #expect(ContinuousClock.now - start < .seconds(2))
