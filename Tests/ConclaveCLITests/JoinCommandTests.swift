@@ -19,9 +19,16 @@ import Testing
         let everyone = [alice, bob, carol]
         let ids = ["alice", "bob", "carol"]
 
+        // Each sees the others' video and audio: frames of both kinds, not only a count that audio
+        // alone reaches before the first keyframe comes.
         let allSeeAll = await waitUntil(timeout: .seconds(20)) {
             everyone.enumerated().allSatisfy { index, process in
-                ids.enumerated().allSatisfy { other, id in other == index || process.framesDecrypted(from: id) > 30 }
+                ids.enumerated().allSatisfy { other, id in
+                    guard other != index else { return true }
+                    let participant = process.participant(id)
+                    return process.framesDecrypted(from: id) > 30 && participant?["videoFrames"] as? Int ?? 0 > 10
+                        && participant?["audioFrames"] as? Int ?? 0 > 10
+                }
             }
         }
         for (index, process) in everyone.enumerated() {
