@@ -39,9 +39,10 @@ let package = Package(
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         .target(
             name: "CConclaveShims",
-            dependencies: ["CWebSockets", "CNice", "COpenSSL", "CSRTP", "COpus", "CVPX", "COpenH264", "CFFmpeg"],
+            dependencies: ["CNice", "COpenSSL", "CSRTP", "COpus", "CVPX", "COpenH264", "CFFmpeg"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
+        .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -62,12 +63,14 @@ let package = Package(
         ),
 
         // MARK: Wrappers, one C library each
+        // A text WebSocket client (any subprotocol) on a libwebsockets thread of its own.
+        .target(
+            name: "ConclaveWebSocket",
+            dependencies: ["CWebSockets", "CWebSocketsShims", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "JanusClient",
-            dependencies: [
-                "JanusProtocol", "CWebSockets", "CConclaveShims",
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["JanusProtocol", "ConclaveWebSocket", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "ConclaveICE",
@@ -108,6 +111,8 @@ let package = Package(
                 "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // An in-memory Janus behind a JanusTransport, for fast tests of the client and the call layer.
+        .target(name: "JanusTesting", dependencies: ["JanusClient", "JanusProtocol"]),
         .target(
             name: "JanusTestBed",
             dependencies: ["JanusClient", "JanusProtocol", .product(name: "Logging", package: "swift-log")]
@@ -172,7 +177,7 @@ let package = Package(
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(
             name: "JanusClientTests",
-            dependencies: ["JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport"]
+            dependencies: ["JanusClient", "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport"]
         ),
         .testTarget(name: "ConclaveSDPTests", dependencies: ["ConclaveSDP", "ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveRTPTests", dependencies: ["ConclaveRTP", "ConclaveCore", "ConclaveTestSupport"]),

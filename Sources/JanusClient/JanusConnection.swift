@@ -1,6 +1,13 @@
+public import ConclaveWebSocket
 import Foundation
 import JanusProtocol
 import Logging
+import Synchronization
+
+/// A parsed ws:// or wss:// URL (from ConclaveWebSocket, named here for JanusClient's callers).
+public typealias WebSocketURL = ConclaveWebSocket.WebSocketURL
+/// TLS settings for wss:// URLs (from ConclaveWebSocket).
+public typealias TLSOptions = ConclaveWebSocket.TLSOptions
 
 /// A connection to a Janus server over its WebSocket API.
 ///
@@ -14,7 +21,13 @@ import Logging
 /// reconnects with exponential backoff, and every live session is `claim`ed on the new socket, so
 /// handles keep receiving their events. A session Janus no longer knows (it expired, or Janus
 /// restarted) is reported as lost on its ``JanusSession/events`` stream.
-public actor JanusConnection {
+///
+/// The rules live in ``JanusClientCore``, a state machine without I/O; this class is its shell. It
+/// keeps the core under one lock and feeds it from whichever thread has news: the caller's for a
+/// request, the transport's for a reply, a timer task for timeouts and keepalives. A reply resumes
+/// its caller straight from the transport's thread, with no stream or actor in between, so a
+/// request costs one thread hop each way.
+public final class JanusConnection: Sendable {
     /// How to connect and behave.
     public struct Options: Sendable {
         /// Janus's `api_secret`, sent as `apisecret` with every request.
@@ -29,6 +42,9 @@ public actor JanusConnection {
         public var keepaliveInterval: Duration
         /// Reconnect after an unexpected drop, or nil to give up at once.
         public var reconnect: ReconnectPolicy?
+        /// Makes the transport for each connection attempt; nil for Janus's WebSocket API at the
+        /// URL. Tests pass an in-memory Janus here, through every layer that takes options.
+        public var transport: (@Sendable (WebSocketURL) -> any JanusTransport)?
 
         /// Creates options with sensible defaults: 10 s request timeout, 25 s keepalive, reconnect on.
         public init(
@@ -37,7 +53,8 @@ public actor JanusConnection {
             tls: TLSOptions = TLSOptions(),
             requestTimeout: Duration = .seconds(10),
             keepaliveInterval: Duration = .seconds(25),
-            reconnect: ReconnectPolicy? = ReconnectPolicy()
+            reconnect: ReconnectPolicy? = ReconnectPolicy(),
+            transport: (@Sendable (WebSocketURL) -> any JanusTransport)? = nil
         ) {
             self.apiSecret = apiSecret
             self.token = token
@@ -45,6 +62,7 @@ public actor JanusConnection {
             self.requestTimeout = requestTimeout
             self.keepaliveInterval = keepaliveInterval
             self.reconnect = reconnect
+            self.transport = transport
         }
     }
 
@@ -81,51 +99,70 @@ public actor JanusConnection {
     }
 
     /// The server's URL.
-    public nonisolated let url: WebSocketURL
+    public let url: WebSocketURL
     /// State changes, for status displays and recovery logic.
-    public nonisolated let states: AsyncStream<State>
+    public let states: AsyncStream<State>
     private let stateContinuation: AsyncStream<State>.Continuation
     let options: Options
     let logger: Logger
+    private let makeTransport: @Sendable () -> any JanusTransport
+    private let shell: Mutex<Shell>
 
-    private var socket: WebSocketConnection?
-    private var generation = 0
-    private var openWaiter: CheckedContinuation<Void, any Error>?
-    private var state: State = .closed(nil)
-    private var closedByUser = false
-    private var pending: [String: PendingRequest] = [:]
-    private var handleStreams: [UInt64: AsyncStream<JanusMessage>.Continuation] = [:]
-    private var heldEvents: [UInt64: [JanusMessage]] = [:]
-    private var sessionStreams: [UInt64: AsyncStream<JanusSession.Event>.Continuation] = [:]
-    /// Requests waiting for a reconnect to end (see `waitWhileReconnecting`), woken by `setState`.
-    private var reconnectWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
-    private var nextReconnectWaiter = 0
-    /// Counts messages from Janus that could not be parsed (they are logged and dropped).
-    public private(set) var malformedMessages = 0
-
-    private struct PendingRequest {
-        var verb: JanusRequest.Verb
+    /// A caller waiting for a reply; the id finds it again when its task is cancelled.
+    struct Waiter {
+        var id: UInt64
         var continuation: CheckedContinuation<JanusMessage, any Error>
-        var deadline: ContinuousClock.Instant
-        var limit: Duration
     }
 
-    /// Expires overdue requests; one task for all of them (a timer task per request would cost more
-    /// than the request itself at thousands of requests per second). It runs only while a request
-    /// is pending: an idle connection (a call in progress sends a keepalive every 25 s) would
-    /// otherwise wake a thread 20 times a second for nothing.
-    private var sweeper: Task<Void, Never>?
+    typealias Core = JanusClientCore<Waiter>
 
-    private init(url: WebSocketURL, options: Options, logger: Logger) {
+    /// Everything that changes, under one lock: the core and what its actions act on.
+    private struct Shell {
+        var core: Core
+        var transport: (any JanusTransport)?
+        /// Counts transports; events of an older one are ignored.
+        var generation = 0
+        var closedByUser = false
+        var nextWaiter: UInt64 = 0
+        var handleStreams: [UInt64: AsyncStream<JanusMessage>.Continuation] = [:]
+        var sessionStreams: [UInt64: AsyncStream<JanusSession.Event>.Continuation] = [:]
+        /// The one timer (timeouts and keepalives) and when it fires.
+        var timer: Task<Void, Never>?
+        var timerDeadline: ContinuousClock.Instant?
+    }
+
+    /// Messages from Janus that could not be parsed (they are logged and dropped).
+    public var malformedMessages: Int { shell.withLock { $0.core.malformedMessages } }
+
+    private init(
+        url: WebSocketURL,
+        options: Options,
+        logger: Logger,
+        makeTransport: @escaping @Sendable () -> any JanusTransport
+    ) {
         self.url = url
         self.options = options
         var logger = logger
         logger[metadataKey: "janus"] = "\(url)"
         self.logger = logger
+        self.makeTransport = makeTransport
         (states, stateContinuation) = AsyncStream.makeStream(of: State.self, bufferingPolicy: .bufferingNewest(32))
+        var random = SystemRandomNumberGenerator()
+        let prefix = String(UInt32.random(in: 0...UInt32.max, using: &random), radix: 36) + "-"
+        let configuration = Core.Configuration(
+            url: "\(url)",
+            apiSecret: options.apiSecret,
+            token: options.token,
+            requestTimeout: options.requestTimeout,
+            keepaliveInterval: options.keepaliveInterval,
+            reconnect: options.reconnect,
+            transactionPrefix: prefix
+        )
+        shell = Mutex(Shell(core: Core(configuration: configuration)))
     }
 
-    /// Connects to a Janus WebSocket endpoint (`ws://host:8188` or `wss://...`).
+    /// Connects to a Janus WebSocket endpoint (`ws://host:8188` or `wss://...`), or to whatever
+    /// ``Options/transport`` makes for that URL.
     ///
     /// Throws ``JanusClientError`` with `.invalidURL`, `.unreachable`, `.tlsFailure` or
     /// `.handshakeRejected` when no Janus session can be opened there.
@@ -134,9 +171,32 @@ public actor JanusConnection {
         options: Options = Options(),
         logger: Logger = Logger(label: "conclave.janus")
     ) async throws -> JanusConnection {
-        let connection = JanusConnection(url: try WebSocketURL(url), options: options, logger: logger)
-        try await connection.openSocket()
-        await connection.setState(.connected)
+        let parsed: WebSocketURL
+        do {
+            parsed = try WebSocketURL(url)
+        } catch {
+            throw JanusClientError(error)
+        }
+        let make: @Sendable () -> any JanusTransport
+        if let factory = options.transport {
+            make = { factory(parsed) }
+        } else {
+            let tls = options.tls
+            make = { JanusWebSocketTransport(url: parsed, tls: tls, logger: logger) }
+        }
+        return try await connect(url: parsed, transport: make, options: options, logger: logger)
+    }
+
+    /// Connects through transports that `transport` makes (one per attempt: reconnecting makes a
+    /// new one); `url` names the server in messages.
+    public static func connect(
+        url: WebSocketURL,
+        transport: @escaping @Sendable () -> any JanusTransport,
+        options: Options = Options(),
+        logger: Logger = Logger(label: "conclave.janus")
+    ) async throws(JanusClientError) -> JanusConnection {
+        let connection = JanusConnection(url: url, options: options, logger: logger, makeTransport: transport)
+        try await connection.openTransport()
         return connection
     }
 
@@ -152,44 +212,39 @@ public actor JanusConnection {
     /// Closes the connection. Outstanding requests fail with `.connectionClosed`; sessions are left for
     /// Janus to expire (destroy them first for a clean exit).
     public func close() async {
-        closedByUser = true
-        let socket = self.socket
-        self.socket = nil
-        if let socket { await Self.closeOffActor(socket) }
-        failAll(JanusClientError(.connectionClosed, "the connection to \(url) was closed"))
-        finishStreams(error: nil)
-        setState(.closed(nil))
+        let transport = shell.withLock { shell in
+            shell.closedByUser = true
+            apply(shell.core.close(), to: &shell)
+            shell.timer?.cancel()
+            shell.timer = nil
+            defer { shell.transport = nil }
+            return shell.transport
+        }
+        await transport?.close()
     }
 
     /// Sends a request and waits for its reply.
     ///
+    /// Requests made while the connection reconnects wait until the sessions are claimed again
+    /// (within their timeout); cancelling the task ends such a wait with `CancellationError`.
+    ///
     /// Throws ``JanusClientError``: `.janus` when Janus answers with an error (the core's, not a
     /// plugin's: plugin errors arrive inside the reply's plugin data), `.timeout`, `.connectionClosed`.
     public func send(_ request: JanusRequest, timeout: Duration? = nil) async throws -> JanusMessage {
-        // Requests made during a reconnect wait until the sessions are claimed again.
-        try await waitWhileReconnecting(timeout: timeout ?? options.requestTimeout)
-        return try await transmit(request, timeout: timeout)
-    }
-
-    /// Sends at once, without waiting for a reconnect to finish (the reconnect's own claims).
-    private func transmit(_ request: JanusRequest, timeout: Duration?) async throws -> JanusMessage {
-        guard let socket else {
-            throw JanusClientError(.connectionClosed, "not connected to \(url)")
+        let id = shell.withLock { shell in
+            shell.nextWaiter &+= 1
+            return shell.nextWaiter
         }
-        let transaction = Self.makeTransaction()
-        let text = request.json(transaction: transaction, apiSecret: options.apiSecret, token: options.token)
-            .serialized()
-        let limit = timeout ?? options.requestTimeout
-        startSweeperIfNeeded()
-        return try await withCheckedThrowingContinuation { continuation in
-            pending[transaction] = PendingRequest(
-                verb: request.verb,
-                continuation: continuation,
-                deadline: .now + limit,
-                limit: limit
-            )
-            logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
-            socket.send(text)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let waiter = Waiter(id: id, continuation: continuation)
+                shell.withLock { shell in
+                    apply(shell.core.request(request, timeout: timeout, waiter: waiter, now: .now), to: &shell)
+                }
+            }
+        } onCancel: {
+            let cancelled = shell.withLock { $0.core.cancelQueued { $0.id == id } }
+            for waiter in cancelled { waiter.continuation.resume(throwing: CancellationError()) }
         }
     }
 
@@ -197,277 +252,186 @@ public actor JanusConnection {
 
     func registerSession(_ id: UInt64) -> AsyncStream<JanusSession.Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: JanusSession.Event.self)
-        sessionStreams[id] = continuation
+        shell.withLock { shell in
+            shell.sessionStreams[id] = continuation
+            shell.core.sessionCreated(id, now: .now)
+            schedule(&shell)
+        }
         return stream
     }
 
+    func stopKeepalive(_ id: UInt64) {
+        shell.withLock { $0.core.stopKeepalive(id) }
+    }
+
     func unregisterSession(_ id: UInt64) {
-        sessionStreams.removeValue(forKey: id)?.finish()
+        let stream = shell.withLock { shell in
+            shell.core.sessionDestroyed(id)
+            return shell.sessionStreams.removeValue(forKey: id)
+        }
+        stream?.finish()
     }
 
     func registerHandle(_ id: UInt64) -> AsyncStream<JanusMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: JanusMessage.self)
-        handleStreams[id] = continuation
-        for message in heldEvents.removeValue(forKey: id) ?? [] { continuation.yield(message) }
+        shell.withLock { shell in
+            shell.handleStreams[id] = continuation
+            for message in shell.core.handleAttached(id) { continuation.yield(message) }
+        }
         return stream
     }
 
     func unregisterHandle(_ id: UInt64) {
-        handleStreams.removeValue(forKey: id)?.finish()
+        let stream = shell.withLock { shell in
+            shell.core.handleDetached(id)
+            return shell.handleStreams.removeValue(forKey: id)
+        }
+        stream?.finish()
     }
 
-    /// Closes the socket abruptly, as a network failure would, to exercise reconnect and claim.
+    /// Closes the transport abruptly, as a network failure would, to exercise reconnect and claim.
     package func dropConnectionForTesting() async {
-        guard let socket else { return }
-        await Self.closeOffActor(socket, simulatingFailure: true)
+        let transport = shell.withLock { $0.transport }
+        await transport?.abort()
     }
 
-    // MARK: Socket lifecycle
+    // MARK: Transport lifecycle
 
-    private func openSocket() async throws {
-        let socket = try WebSocketConnection(
-            url: url,
-            subprotocol: "janus-protocol",
-            tls: options.tls,
-            logger: logger
-        )
-        generation += 1
-        let generation = self.generation
-        self.socket = socket
-        Task { [weak self] in
-            for await event in socket.events {
-                await self?.receive(event, generation: generation)
-            }
+    /// Opens a new transport; on success the core learns that it is up.
+    private func openTransport() async throws(JanusClientError) {
+        let transport = makeTransport()
+        let generation = shell.withLock { shell in
+            shell.generation += 1
+            shell.transport = transport
+            return shell.generation
         }
-        try await withCheckedThrowingContinuation { continuation in
-            openWaiter = continuation
-        }
-    }
-
-    private func receive(_ event: WebSocketConnection.Event, generation: Int) {
-        guard generation == self.generation else { return }
-        switch event {
-        case .open:
-            openWaiter?.resume()
-            openWaiter = nil
-        case .message(let text):
-            route(text)
-        case .closed(let error):
-            socket = nil
-            if let waiter = openWaiter {
-                openWaiter = nil
-                waiter.resume(throwing: error ?? JanusClientError(.connectionClosed, "the connection closed"))
-                return
-            }
-            let failure = error ?? JanusClientError(.connectionClosed, "the connection to \(url) was closed")
-            failAll(failure)
-            guard !closedByUser else { return }
-            logger.warning("connection to Janus lost", metadata: ["error": "\(failure)"])
-            if let policy = options.reconnect {
-                Task { await self.reconnect(policy: policy, cause: failure) }
-            } else {
-                finishStreams(error: failure)
-                setState(.closed(failure))
-            }
-        }
-    }
-
-    private func reconnect(policy: ReconnectPolicy, cause: JanusClientError) async {
-        let deadline = ContinuousClock.now + policy.window
-        var delay = policy.initialDelay
-        var attempt = 0
-        var lastError = cause
-        while ContinuousClock.now < deadline && !closedByUser {
-            attempt += 1
-            setState(.reconnecting(attempt: attempt))
-            try? await Task.sleep(for: delay)
-            do {
-                try await openSocket()
-                logger.notice("reconnected to Janus", metadata: ["attempt": "\(attempt)"])
-                await claimSessions()
-                setState(.reconnected)
-                return
-            } catch {
-                lastError = (error as? JanusClientError) ?? JanusClientError(.unreachable, "\(error)")
-                logger.debug("reconnect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-                delay = min(delay * 2, policy.maximumDelay)
-            }
-        }
-        guard !closedByUser else { return }
-        let failure = JanusClientError(.connectionClosed, "could not reconnect to \(url): \(lastError)")
-        finishStreams(error: failure)
-        setState(.closed(failure))
-    }
-
-    /// Re-binds every live session to the new socket with `claim`.
-    private func claimSessions() async {
-        for id in sessionStreams.keys.sorted() {
-            do {
-                _ = try await transmit(JanusRequest(.claim, session: id), timeout: nil)
-                sessionStreams[id]?.yield(.reclaimed)
-            } catch {
-                let failure = (error as? JanusClientError) ?? JanusClientError(.unexpectedReply, "\(error)")
-                logger.warning("session could not be claimed", metadata: ["session": "\(id)", "error": "\(failure)"])
-                sessionStreams[id]?.yield(.lost(failure))
-            }
-        }
-    }
-
-    /// Returns once the connection is no longer reconnecting (at once when it is not), or when
-    /// `timeout` passes; throws `CancellationError` when the task is cancelled while waiting.
-    ///
-    /// Woken by `setState` (not on a timer), so a request goes out the moment the sessions are
-    /// claimed again. It does not read ``states``: that stream has one reader, the caller's.
-    private func waitWhileReconnecting(timeout: Duration) async throws {
-        guard case .reconnecting = state else { return }
-        let id = nextReconnectWaiter
-        nextReconnectWaiter &+= 1
-        // The deadline itself: a timer that ends this one wait (cancelled as soon as it ends).
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.releaseReconnectWaiter(id)
-        }
-        defer { timer.cancel() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // On the actor, as are `setState` and `releaseReconnectWaiter`: a cancellation
-                // before this point is seen here, one after it finds the continuation registered.
-                if case .reconnecting = state, !Task.isCancelled {
-                    reconnectWaiters[id] = continuation
-                } else {
-                    continuation.resume()
-                }
-            }
-        } onCancel: {
-            Task { await self.releaseReconnectWaiter(id) }
-        }
-        try Task.checkCancellation()
-    }
-
-    /// Ends one wait of `waitWhileReconnecting` early (its timeout passed, or its task was cancelled).
-    private func releaseReconnectWaiter(_ id: Int) {
-        reconnectWaiters.removeValue(forKey: id)?.resume()
-    }
-
-    // MARK: Routing
-
-    private func route(_ text: String) {
-        logger.trace("received", metadata: ["message": "\(text)"])
-        let message: JanusMessage
         do {
-            message = try JanusMessage(text: text)
+            try await transport.open { [weak self] event in self?.transportEvent(event, generation: generation) }
         } catch {
-            malformedMessages += 1
-            logger.warning("ignoring a malformed message from Janus", metadata: ["error": "\(error)"])
-            return
-        }
-        if let transaction = message.transaction, let request = pending[transaction] {
-            resolve(transaction, request: request, with: message)
-            return
-        }
-        if let sender = message.sender {
-            if let stream = handleStreams[sender] {
-                stream.yield(message)
-            } else {
-                hold(message, for: sender)
+            shell.withLock { shell in
+                if shell.generation == generation { shell.transport = nil }
             }
-            return
+            throw error
         }
-        if message.kind == .timeout, let session = message.sessionID {
-            sessionStreams[session]?.yield(.lost(JanusClientError(.janus, "Janus timed the session out")))
-            return
+        let current = shell.withLock { shell in
+            guard shell.generation == generation, !shell.closedByUser else { return false }
+            apply(shell.core.transportUp(now: .now), to: &shell)
+            return true
         }
-        logger.debug("unrouted Janus message", metadata: ["kind": "\(message.kind.rawValue)"])
+        if !current {
+            await transport.close()
+            throw JanusClientError(.connectionClosed, "the connection to \(url) was closed")
+        }
     }
 
-    private func resolve(_ transaction: String, request: PendingRequest, with message: JanusMessage) {
-        switch message.kind {
-        case .ack where request.verb == .message:
-            return  // the plugin's answer follows as an event with the same transaction
-        case .error:
-            let error = message.error ?? JanusError(code: JanusError.unknown, reason: "")
-            complete(transaction, with: .failure(JanusClientError.janus(error, request: request.verb.rawValue)))
+    /// Runs on the transport's thread: a reply resumes its caller from here.
+    private func transportEvent(_ event: JanusTransportEvent, generation: Int) {
+        shell.withLock { shell in
+            guard shell.generation == generation else { return }
+            switch event {
+            case .message(let text):
+                logger.trace("received", metadata: ["message": "\(text)"])
+                apply(shell.core.received(text, now: .now), to: &shell)
+            case .closed(let error):
+                shell.transport = nil
+                guard !shell.closedByUser else { return }
+                let failure = error ?? JanusClientError(.connectionClosed, "the connection to \(url) was closed")
+                apply(shell.core.transportDown(failure, now: .now), to: &shell)
+            }
+        }
+    }
+
+    private func reconnect(after delay: Duration) async {
+        try? await Task.sleep(for: delay)
+        guard !shell.withLock({ $0.closedByUser }) else { return }
+        do {
+            try await openTransport()
+            logger.notice("reconnected to Janus")
+        } catch {
+            logger.debug("reconnect attempt failed", metadata: ["error": "\(error)"])
+            shell.withLock { shell in
+                guard !shell.closedByUser else { return }
+                apply(shell.core.transportFailed(error, now: .now), to: &shell)
+            }
+        }
+    }
+
+    // MARK: Actions
+
+    /// Carries out the core's actions, under the lock: sending only queues the text, resuming only
+    /// schedules the caller, and yielding to a stream runs no reader inline, so nothing here blocks.
+    private func apply(_ actions: [Core.Action], to shell: inout Shell) {
+        for action in actions {
+            switch action {
+            case .send(let text):
+                logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
+                shell.transport?.send(text)
+            case .complete(let waiter, let result):
+                waiter.continuation.resume(with: result)
+            case .deliver(let handle, let message):
+                shell.handleStreams[handle]?.yield(message)
+            case .sessionReclaimed(let session):
+                shell.sessionStreams[session]?.yield(.reclaimed)
+            case .sessionLost(let session, let error):
+                logger.warning("Janus session lost", metadata: ["session": "\(session)", "error": "\(error)"])
+                shell.sessionStreams[session]?.yield(.lost(error))
+            case .state(let state):
+                publish(state, in: &shell)
+            case .reconnect(let delay):
+                Task { await self.reconnect(after: delay) }
+            case .malformed(let error):
+                logger.warning("ignoring a malformed message from Janus", metadata: ["error": "\(error)"])
+            case .keepaliveFailed(let session, let error):
+                logger.debug("keepalive failed", metadata: ["session": "\(session)", "error": "\(error)"])
+            }
+        }
+        schedule(&shell)
+    }
+
+    private func publish(_ state: State, in shell: inout Shell) {
+        switch state {
+        case .reconnecting(let attempt) where attempt == 1:
+            logger.warning("connection to Janus lost; reconnecting")
+        case .closed(let error):
+            for (_, stream) in shell.sessionStreams {
+                if let error { stream.yield(.lost(error)) }
+                stream.finish()
+            }
+            shell.sessionStreams.removeAll()
+            for (_, stream) in shell.handleStreams { stream.finish() }
+            shell.handleStreams.removeAll()
+            shell.timer?.cancel()
+            shell.timer = nil
+            shell.timerDeadline = nil
         default:
-            complete(transaction, with: .success(message))
-        }
-    }
-
-    private func complete(_ transaction: String, with result: Result<JanusMessage, JanusClientError>) {
-        guard let request = pending.removeValue(forKey: transaction) else { return }
-        request.continuation.resume(with: result)
-    }
-
-    private func startSweeperIfNeeded() {
-        guard sweeper == nil else { return }
-        sweeper = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(50))
-                guard let self, await self.expireOverdue() else { return }
-            }
-        }
-    }
-
-    /// Fails every request past its deadline; returns false (and the sweeper ends) once no request
-    /// is pending or the connection is closed for good. The next request starts a new sweeper.
-    private func expireOverdue() -> Bool {
-        let now = ContinuousClock.now
-        for (transaction, request) in pending where request.deadline <= now {
-            let message = "Janus did not answer \(request.verb.rawValue) within \(request.limit)"
-            complete(transaction, with: .failure(JanusClientError(.timeout, message)))
-        }
-        if case .closed = state {
-            sweeper = nil
-            return false
-        }
-        if pending.isEmpty {
-            sweeper = nil
-            return false
-        }
-        return true
-    }
-
-    /// Keeps a few early events for a handle whose attach reply is still on its way.
-    private func hold(_ message: JanusMessage, for sender: UInt64) {
-        guard heldEvents.count < 64 || heldEvents[sender] != nil else { return }
-        var held = heldEvents[sender] ?? []
-        guard held.count < 64 else { return }
-        held.append(message)
-        heldEvents[sender] = held
-    }
-
-    private func failAll(_ error: JanusClientError) {
-        for transaction in Array(pending.keys) { complete(transaction, with: .failure(error)) }
-    }
-
-    private func finishStreams(error: JanusClientError?) {
-        for (_, stream) in sessionStreams {
-            if let error { stream.yield(.lost(error)) }
-            stream.finish()
-        }
-        sessionStreams.removeAll()
-        for (_, stream) in handleStreams { stream.finish() }
-        handleStreams.removeAll()
-    }
-
-    private func setState(_ state: State) {
-        self.state = state
-        let stillReconnecting = if case .reconnecting = state { true } else { false }
-        if !stillReconnecting {
-            let waiters = reconnectWaiters
-            reconnectWaiters = [:]
-            for waiter in waiters.values { waiter.resume() }
+            break
         }
         stateContinuation.yield(state)
         if case .closed = state { stateContinuation.finish() }
     }
 
-    /// Closing waits for the service thread to end; do that off the actor's executor.
-    private static func closeOffActor(_ socket: WebSocketConnection, simulatingFailure: Bool = false) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                if simulatingFailure { socket.abort() } else { socket.close() }
-                continuation.resume()
+    /// Keeps one timer armed for the core's next deadline. A request whose deadline is later than
+    /// the armed one (the usual case) costs nothing here; a timer that fires early finds nothing
+    /// due and re-arms for the next deadline.
+    private func schedule(_ shell: inout Shell) {
+        guard !shell.core.isClosed, let next = shell.core.nextDeadline else { return }
+        if let armed = shell.timerDeadline, armed <= next { return }
+        shell.timer?.cancel()
+        shell.timerDeadline = next
+        shell.timer = Task { [weak self] in
+            try? await Task.sleep(until: next, clock: .continuous)
+            guard !Task.isCancelled else { return }
+            self?.timerFired(deadline: next)
+        }
+    }
+
+    private func timerFired(deadline: ContinuousClock.Instant) {
+        shell.withLock { shell in
+            if shell.timerDeadline == deadline {
+                shell.timer = nil
+                shell.timerDeadline = nil
             }
+            apply(shell.core.tick(now: .now), to: &shell)
         }
     }
 
@@ -481,11 +445,5 @@ public actor JanusConnection {
             result.replaceSubrange(start.upperBound..<end, with: "***")
         }
         return result
-    }
-
-    /// Janus echoes the transaction; 12 random bytes make collisions practically impossible.
-    private static func makeTransaction() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<12).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 }

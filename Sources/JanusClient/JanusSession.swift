@@ -1,6 +1,5 @@
 import JanusProtocol
 import Logging
-import Synchronization
 
 /// A Janus session: the scope of handles, kept alive by a keepalive every
 /// ``JanusConnection/Options/keepaliveInterval`` until ``destroy()``.
@@ -19,34 +18,17 @@ public final class JanusSession: Sendable {
     public let connection: JanusConnection
     /// Session-level events.
     public let events: AsyncStream<Event>
-    private let keepalive = Mutex<Task<Void, Never>?>(nil)
 
+    /// Keepalives are scheduled by the connection's core (one timer for all sessions), from now
+    /// until ``destroy()`` or ``stopKeepalive()``.
     init(id: UInt64, connection: JanusConnection, events: AsyncStream<Event>) {
         self.id = id
         self.connection = connection
         self.events = events
-        let interval = connection.options.keepaliveInterval
-        let logger = connection.logger
-        keepalive.withLock {
-            $0 = Task { [connection] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard !Task.isCancelled else { return }
-                    do {
-                        _ = try await connection.send(JanusRequest(.keepalive, session: id))
-                    } catch let error as JanusClientError where error.isSessionGone {
-                        logger.warning("Janus session is gone", metadata: ["session": "\(id)"])
-                        return
-                    } catch {
-                        logger.debug("keepalive failed", metadata: ["session": "\(id)", "error": "\(error)"])
-                    }
-                }
-            }
-        }
     }
 
     deinit {
-        keepalive.withLock { $0?.cancel() }
+        connection.stopKeepalive(id)
     }
 
     /// Attaches a handle to `plugin` (`janus.plugin.videoroom`).
@@ -55,7 +37,7 @@ public final class JanusSession: Sendable {
         guard let handleID = reply.createdID else {
             throw JanusClientError(.unexpectedReply, "Janus's reply to attach has no handle id")
         }
-        let events = await connection.registerHandle(handleID)
+        let events = connection.registerHandle(handleID)
         return JanusHandle(id: handleID, session: self, plugin: plugin, events: events)
     }
 
@@ -67,16 +49,13 @@ public final class JanusSession: Sendable {
     /// Destroys the session on Janus (detaching every handle) and stops its keepalive.
     public func destroy() async throws {
         stopKeepalive()
-        defer { Task { await connection.unregisterSession(id) } }
+        defer { connection.unregisterSession(id) }
         _ = try await connection.send(JanusRequest(.destroy, session: id))
     }
 
     /// Stops the keepalive without telling Janus (the session then expires on its own).
     public func stopKeepalive() {
-        keepalive.withLock {
-            $0?.cancel()
-            $0 = nil
-        }
+        connection.stopKeepalive(id)
     }
 }
 
@@ -122,7 +101,7 @@ public final class JanusHandle: Sendable {
 
     /// Detaches the handle from its plugin.
     public func detach() async throws {
-        defer { Task { await session.connection.unregisterHandle(id) } }
+        defer { session.connection.unregisterHandle(id) }
         _ = try await session.connection.send(JanusRequest(.detach, session: session.id, handle: id))
     }
 }

@@ -1,62 +1,34 @@
-import CConclaveShims
 import CWebSockets
+import CWebSocketsShims
 import Foundation
 import Logging
 import Synchronization
 
-/// A WebSocket URL split into the parts libwebsockets wants.
-public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
-    /// `wss` (TLS) or `ws`.
-    public var isSecure: Bool
-    /// Host name or address.
-    public var host: String
-    /// TCP port (default 80 / 443).
-    public var port: Int
-    /// Request path, starting with `/`.
-    public var path: String
-
-    /// Parses `ws://host[:port][/path]` or `wss://...`. Throws for anything else.
-    public init(_ text: String) throws(JanusClientError) {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "ws" || scheme == "wss",
-            let host = url.host, !host.isEmpty
-        else {
-            throw JanusClientError(.invalidURL, "'\(text)' is not a ws:// or wss:// URL")
-        }
-        isSecure = scheme == "wss"
-        self.host = host
-        port = url.port ?? (isSecure ? 443 : 80)
-        let path = url.path.isEmpty ? "/" : url.path
-        self.path = url.query.map { "\(path)?\($0)" } ?? path
-    }
-
-    public var description: String { "\(isSecure ? "wss" : "ws")://\(host):\(port)\(path)" }
-}
-
-/// TLS settings for `wss://` connections.
-public struct TLSOptions: Sendable, Hashable {
-    /// A PEM file of certificate authorities to trust instead of the system's (a private CA).
-    public var caFile: String?
-
-    /// Creates options; by default the server certificate is verified against the system's CAs.
-    public init(caFile: String? = nil) { self.caFile = caFile }
-}
-
-/// One client WebSocket over libwebsockets, serviced by a thread of its own.
+/// One client WebSocket over libwebsockets, serviced by a thread of its own: text messages in and
+/// out, for any subprotocol (Janus's `janus-protocol`, STOMP's `v12.stomp`).
 ///
 /// libwebsockets is single-threaded: every `lws_*` call happens on the service thread, except
-/// `lws_cancel_service`, which other threads use to wake it after queueing a command. Received
-/// messages and the connection's fate are delivered through ``events``.
-final class WebSocketConnection: @unchecked Sendable {
-    // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `closing`, `finished` and the C strings are only
-    // touched on the service thread once it runs; `mailbox` is a Mutex; `events` is Sendable. The
-    // context pointer is immutable and used off the service thread only for lws_cancel_service,
-    // under the mailbox lock while the context is alive.
+/// `lws_cancel_service`, which other threads use to wake it after queueing a command. Events are
+/// handed to the `handler` given at init, synchronously on the service thread, in order: at most
+/// one `.open`, then `.message`s, then exactly one `.closed`. A handler that only updates state
+/// under a lock and resumes continuations costs no extra thread hop per message (an `AsyncStream`
+/// in between would cost one); it must not block, and must not call ``close()`` or ``abort()``,
+/// which wait for this very thread.
+public final class WebSocketClient: @unchecked Sendable {
+    // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `closing`, `aborting`, `finished` and the C
+    // strings are only touched on the service thread once it runs (and by init before it starts);
+    // `mailbox` is a Mutex; `handler` is Sendable. The context pointer is immutable and used off
+    // the service thread only for lws_cancel_service, under the mailbox lock while the context is
+    // alive.
 
-    enum Event: Sendable {
+    /// What happens to the connection, in order.
+    public enum Event: Sendable {
+        /// The upgrade succeeded; queued messages go out now.
         case open
+        /// One complete text message (fragments reassembled).
         case message(String)
         /// The connection ended: `error` is nil for a close we asked for.
-        case closed(JanusClientError?)
+        case closed(WebSocketError?)
     }
 
     private enum Command {
@@ -72,9 +44,9 @@ final class WebSocketConnection: @unchecked Sendable {
         var contextAlive = true
     }
 
-    let url: WebSocketURL
-    let events: AsyncStream<Event>
-    private let continuation: AsyncStream<Event>.Continuation
+    /// The server's URL.
+    public let url: WebSocketURL
+    private let handler: @Sendable (Event) -> Void
     private let logger: Logger
     private let mailbox = Mutex(Mailbox())
 
@@ -82,6 +54,7 @@ final class WebSocketConnection: @unchecked Sendable {
     private var wsi: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var strings: [UnsafeMutablePointer<CChar>] = []
+    /// Frames to write, each with `LWS_PRE` bytes of headroom already in front of the payload.
     private var outbox: [[UInt8]] = []
     private var inbox: [UInt8] = []
     private var running = true
@@ -90,20 +63,35 @@ final class WebSocketConnection: @unchecked Sendable {
     private var finished = false
     private let stopped = DispatchSemaphore(value: 0)
 
-    /// Creates the lws context and starts connecting on a new service thread.
-    init(url: WebSocketURL, subprotocol: String, tls: TLSOptions, logger: Logger) throws(JanusClientError) {
+    /// Creates the lws context and starts connecting on a new service thread named `threadName`.
+    ///
+    /// - Parameters:
+    ///   - subprotocols: offered in `Sec-WebSocket-Protocol`, most preferred first (servers such
+    ///     as Janus refuse the upgrade without theirs).
+    ///   - handler: receives every ``Event`` on the service thread (see the type's notes).
+    /// - Throws: `.tlsFailure` for an unreadable CA file, `.unreachable` when no context can be made.
+    ///   Failures to connect arrive later as `.closed(error)`.
+    public init(
+        url: WebSocketURL,
+        subprotocols: [String],
+        tls: TLSOptions = TLSOptions(),
+        threadName: String = "conclave-ws",
+        logger: Logger = Logger(label: "conclave.websocket"),
+        handler: @escaping @Sendable (Event) -> Void
+    ) throws(WebSocketError) {
         self.url = url
         self.logger = logger
-        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        self.handler = handler
         WebSocketLogging.install()
 
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)  // a zeroed entry ends the list
         protocols[0].callback = webSocketCallback
         protocols[0].rx_buffer_size = 65_536
-        protocols[0].name = UnsafePointer(keep(subprotocol))
+        let offered = subprotocols.joined(separator: ",")
+        protocols[0].name = UnsafePointer(keep(subprotocols.first ?? "conclave"))
         if let caFile = tls.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            throw JanusClientError(.tlsFailure, "cannot read the CA file \(caFile)")
+            throw WebSocketError(.tlsFailure, url: "\(url)", "cannot read the CA file \(caFile) for \(url)")
         }
 
         var info = lws_context_creation_info()
@@ -116,7 +104,7 @@ final class WebSocketConnection: @unchecked Sendable {
         info.connect_timeout_secs = 10
         if let caFile = tls.caFile { info.client_ssl_ca_filepath = UnsafePointer(keep(caFile)) }
         guard let context = lws_create_context(&info) else {
-            throw JanusClientError(.unreachable, "cannot create a WebSocket context for \(url)")
+            throw WebSocketError(.unreachable, url: "\(url)", "cannot create a WebSocket context for \(url)")
         }
         self.context = context
 
@@ -127,19 +115,19 @@ final class WebSocketConnection: @unchecked Sendable {
         connect.origin = connect.address
         connect.port = Int32(url.port)
         connect.path = UnsafePointer(keep(url.path))
-        connect.protocol = UnsafePointer(keep(subprotocol))  // Janus refuses the upgrade without it
+        if !offered.isEmpty { connect.protocol = UnsafePointer(keep(offered)) }
         connect.local_protocol_name = protocols[0].name
         connect.ssl_connection = url.isSecure ? Int32(LCCSCF_USE_SSL.rawValue) : 0
         wsi = lws_client_connect_via_info(&connect)
         if wsi == nil {
             // lws reports most failures through LWS_CALLBACK_CLIENT_CONNECTION_ERROR, but a failure
             // detected synchronously (name resolution, say) returns nil.
-            finish(JanusClientError(.unreachable, "cannot connect to \(url)"))
+            finish(WebSocketError(.unreachable, url: "\(url)", "cannot connect to \(url)"))
             running = false
         }
 
         let thread = Thread { [self] in self.serviceLoop() }
-        thread.name = "conclave-ws"
+        thread.name = threadName
         thread.start()
     }
 
@@ -149,19 +137,26 @@ final class WebSocketConnection: @unchecked Sendable {
         freeStrings()
     }
 
-    /// Queues a text message; it is sent once the connection is open. Thread-safe.
-    func send(_ text: String) {
-        enqueue(.send(Array(text.utf8)))
+    /// Queues a text message; it is sent once the connection is open. Thread-safe; a message sent
+    /// after the connection ended is dropped.
+    public func send(_ text: String) {
+        // The frame is built with lws's headroom here, on the caller's thread, so that the service
+        // thread writes it without another copy.
+        var frame = [UInt8](repeating: 0, count: cshim_LWS_PRE)
+        frame.append(contentsOf: text.utf8)
+        enqueue(.send(frame))
     }
 
-    /// Closes the connection and waits until the service thread has ended. Thread-safe, idempotent.
-    func close() {
+    /// Closes the connection and waits until the service thread has ended. Thread-safe, idempotent;
+    /// not from the handler.
+    public func close() {
         enqueue(.close)
         waitUntilStopped()
     }
 
-    /// Drops the connection as a network failure would: the close is reported as an error.
-    func abort() {
+    /// Drops the connection as a network failure would: the close is reported as an error
+    /// (`.connectionClosed`). For fault drills and tests; not from the handler.
+    public func abort() {
         enqueue(.abort)
         waitUntilStopped()
     }
@@ -202,20 +197,20 @@ final class WebSocketConnection: @unchecked Sendable {
             drainCommands()
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             logger.debug("WebSocket open", metadata: ["url": "\(url)"])
-            continuation.yield(.open)
+            handler(.open)
             if !outbox.isEmpty, let wsi { lws_callback_on_writable(wsi) }
         case LWS_CALLBACK_CLIENT_WRITEABLE:
             if closing || aborting { return -1 }  // returning non-zero closes the connection
             guard !outbox.isEmpty, let wsi else { return 0 }
-            let payload = outbox.removeFirst()
-            if !write(payload, to: wsi) { return -1 }
+            var frame = outbox.removeFirst()
+            if !write(&frame, to: wsi) { return -1 }
             if !outbox.isEmpty { lws_callback_on_writable(wsi) }
         case LWS_CALLBACK_CLIENT_RECEIVE:
             if let input, length > 0 {
                 inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
             }
             if let wsi, lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 {
-                continuation.yield(.message(String(decoding: inbox, as: UTF8.self)))
+                handler(.message(String(decoding: inbox, as: UTF8.self)))
                 inbox.removeAll(keepingCapacity: true)
             }
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
@@ -227,7 +222,9 @@ final class WebSocketConnection: @unchecked Sendable {
             logger.debug("WebSocket closed by the server", metadata: ["url": "\(url)"])
         case LWS_CALLBACK_CLIENT_CLOSED:
             self.wsi = nil
-            finish(closing ? nil : JanusClientError(.connectionClosed, "the connection to \(url) was closed"))
+            finish(
+                closing ? nil : WebSocketError(.connectionClosed, url: "\(url)", "the connection to \(url) was closed")
+            )
             running = false
         default:
             break
@@ -237,13 +234,13 @@ final class WebSocketConnection: @unchecked Sendable {
 
     private func drainCommands() {
         let pending = mailbox.withLock { box in
-            defer { box.commands.removeAll() }
+            defer { box.commands.removeAll(keepingCapacity: true) }
             return box.commands
         }
         for command in pending {
             switch command {
-            case .send(let bytes):
-                outbox.append(bytes)
+            case .send(let frame):
+                outbox.append(frame)
                 if let wsi { lws_callback_on_writable(wsi) }
             case .close, .abort:
                 if case .close = command { closing = true } else { aborting = true }
@@ -256,13 +253,13 @@ final class WebSocketConnection: @unchecked Sendable {
         }
     }
 
-    private func write(_ payload: [UInt8], to wsi: OpaquePointer) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: cshim_LWS_PRE + payload.count)
-        buffer.replaceSubrange(cshim_LWS_PRE..., with: payload)
-        let written = buffer.withUnsafeMutableBufferPointer { pointer in
-            lws_write(wsi, pointer.baseAddress! + cshim_LWS_PRE, payload.count, LWS_WRITE_TEXT)
+    /// Writes one frame whose first `LWS_PRE` bytes are lws's headroom.
+    private func write(_ frame: inout [UInt8], to wsi: OpaquePointer) -> Bool {
+        let length = frame.count - cshim_LWS_PRE
+        let written = frame.withUnsafeMutableBufferPointer { pointer in
+            lws_write(wsi, pointer.baseAddress! + cshim_LWS_PRE, length, LWS_WRITE_TEXT)
         }
-        if written < payload.count {
+        if written < length {
             logger.warning("WebSocket write failed", metadata: ["url": "\(url)"])
             return false
         }
@@ -270,22 +267,21 @@ final class WebSocketConnection: @unchecked Sendable {
     }
 
     /// Delivers the final event once.
-    private func finish(_ error: JanusClientError?) {
+    private func finish(_ error: WebSocketError?) {
         guard !finished else { return }
         finished = true
-        continuation.yield(.closed(error))
-        continuation.finish()
+        handler(.closed(error))
     }
 
-    private static func classify(connectionError text: String, url: WebSocketURL) -> JanusClientError {
+    private static func classify(connectionError text: String, url: WebSocketURL) -> WebSocketError {
         let lower = text.lowercased()
         if lower.contains("ssl") || lower.contains("tls") || lower.contains("cert") || lower.contains("verify") {
-            return JanusClientError(.tlsFailure, "TLS with \(url) failed: \(text)")
+            return WebSocketError(.tlsFailure, url: "\(url)", "TLS with \(url) failed: \(text)")
         }
         if lower.contains("upgrade") || lower.contains("protocol") || lower.contains("http") {
-            return JanusClientError(.handshakeRejected, "\(url) refused the WebSocket upgrade: \(text)")
+            return WebSocketError(.handshakeRejected, url: "\(url)", "\(url) refused the WebSocket upgrade: \(text)")
         }
-        return JanusClientError(.unreachable, "cannot connect to \(url): \(text)")
+        return WebSocketError(.unreachable, url: "\(url)", "cannot connect to \(url): \(text)")
     }
 
     private func keep(_ string: String) -> UnsafeMutablePointer<CChar> {
@@ -301,7 +297,7 @@ final class WebSocketConnection: @unchecked Sendable {
 }
 
 /// The lws protocol callback: a file-scope function, since a C function pointer cannot capture.
-/// It finds the connection through the context's user pointer (`lws_context_creation_info.user`).
+/// It finds the client through the context's user pointer (`lws_context_creation_info.user`).
 private func webSocketCallback(
     wsi: OpaquePointer?,
     reason: lws_callback_reasons,
@@ -310,7 +306,7 @@ private func webSocketCallback(
     length: Int
 ) -> Int32 {
     guard let wsi, let context = lws_get_context(wsi), let owner = lws_context_user(context) else { return 0 }
-    return Unmanaged<WebSocketConnection>.fromOpaque(owner).takeUnretainedValue()
+    return Unmanaged<WebSocketClient>.fromOpaque(owner).takeUnretainedValue()
         .handle(wsi: wsi, reason: reason, input: input, length: length)
 }
 
