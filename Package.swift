@@ -215,7 +215,7 @@ let package = Package(
             dependencies: [
                 "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX",
                 "ConclaveOpus",
-                "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "ConclaveTestSupport",
+                "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

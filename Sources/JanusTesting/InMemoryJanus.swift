@@ -260,10 +260,11 @@ public final class InMemoryJanus: Sendable {
             return [reply("success")]
         case .message:
             if take(.hangup(on: trigger), in: &state) {
-                return [
-                    reply("ack"),
-                    reply("hangup", ["sender": .id(handle!), "reason": "Close PC"]),
+                // Janus's hangup names the handle, not the request: the request stays unanswered.
+                let hangup: JSONValue = [
+                    "janus": "hangup", "session_id": .id(session!), "sender": .id(handle!), "reason": "Close PC",
                 ]
+                return [reply("ack"), hangup.serialized()]
             }
             let answer = videoRoom(
                 json["body"] ?? [:],
