@@ -15,7 +15,7 @@ import Synchronization
 /// in between would cost one); it must not block, and must not call ``close()`` or ``abort()``,
 /// which wait for this very thread.
 public final class WebSocketClient: @unchecked Sendable {
-    // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `closing`, `aborting`, `finished` and the C
+    // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `established`, `closing`, `aborting`, `finished` and the C
     // strings are only touched on the service thread once it runs (and by init before it starts);
     // `mailbox` is a Mutex; `handler` is Sendable. The context pointer is immutable and used off
     // the service thread only for lws_cancel_service, under the mailbox lock while the context is
@@ -42,6 +42,9 @@ public final class WebSocketClient: @unchecked Sendable {
     private struct Mailbox {
         var commands: [Command] = []
         var contextAlive = true
+        /// The service thread was woken and has not drained yet: later commands need no wake-up
+        /// of their own (under load, one `lws_cancel_service` carries a whole batch).
+        var wakePending = false
     }
 
     /// The server's URL.
@@ -58,6 +61,8 @@ public final class WebSocketClient: @unchecked Sendable {
     private var outbox: [[UInt8]] = []
     private var inbox: [UInt8] = []
     private var running = true
+    /// The upgrade is done: frames may be written.
+    private var established = false
     private var closing = false
     private var aborting = false
     private var finished = false
@@ -170,6 +175,8 @@ public final class WebSocketClient: @unchecked Sendable {
         mailbox.withLock { box in
             guard box.contextAlive else { return }
             box.commands.append(command)
+            guard !box.wakePending else { return }
+            box.wakePending = true
             if let context { lws_cancel_service(context) }
         }
     }
@@ -197,6 +204,7 @@ public final class WebSocketClient: @unchecked Sendable {
             drainCommands()
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             logger.debug("WebSocket open", metadata: ["url": "\(url)"])
+            established = true
             handler(.open)
             if !outbox.isEmpty, let wsi { lws_callback_on_writable(wsi) }
         case LWS_CALLBACK_CLIENT_WRITEABLE:
@@ -234,12 +242,24 @@ public final class WebSocketClient: @unchecked Sendable {
 
     private func drainCommands() {
         let pending = mailbox.withLock { box in
-            defer { box.commands.removeAll(keepingCapacity: true) }
+            defer {
+                box.commands.removeAll(keepingCapacity: true)
+                box.wakePending = false
+            }
             return box.commands
         }
         for command in pending {
             switch command {
-            case .send(let frame):
+            case .send(var frame):
+                // The socket can take it now (nothing queued, nothing left over from a partial
+                // write): write at once instead of waiting for one more service round.
+                if established, outbox.isEmpty, !closing, !aborting, let wsi, lws_send_pipe_choked(wsi) == 0 {
+                    if !write(&frame, to: wsi) {
+                        aborting = true
+                        lws_callback_on_writable(wsi)  // the writeable callback returns -1 to close
+                    }
+                    continue
+                }
                 outbox.append(frame)
                 if let wsi { lws_callback_on_writable(wsi) }
             case .close, .abort:

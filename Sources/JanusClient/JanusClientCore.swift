@@ -27,10 +27,22 @@ struct JanusClientCore<Waiter> {
         var transactionPrefix: String
     }
 
+    /// A request ready to go out. The shell serializes it (``text``) after releasing its lock, so
+    /// that the JSON encoding does not hold up the thread that delivers replies.
+    struct Outgoing: Sendable {
+        var request: JanusRequest
+        var transaction: String
+        var apiSecret: String?
+        var token: String?
+
+        /// The request as Janus reads it.
+        var text: String { request.json(transaction: transaction, apiSecret: apiSecret, token: token).serialized() }
+    }
+
     /// What the shell must do.
     enum Action {
-        /// Write this text to the transport.
-        case send(String)
+        /// Write this request to the transport.
+        case send(Outgoing)
         /// Resume this waiter with this result.
         case complete(Waiter, Result<JanusMessage, JanusClientError>)
         /// A message for a handle (a plugin event, `webrtcup`, `hangup`, ...).
@@ -329,12 +341,14 @@ struct JanusClientCore<Waiter> {
         let deadline = now + limit
         pending[transaction] = Pending(verb: request.verb, purpose: purpose, deadline: deadline, limit: limit)
         if earliestDeadline.map({ deadline < $0 }) ?? true { earliestDeadline = deadline }
-        let json = request.json(
-            transaction: transaction,
-            apiSecret: configuration.apiSecret,
-            token: configuration.token
+        return .send(
+            Outgoing(
+                request: request,
+                transaction: transaction,
+                apiSecret: configuration.apiSecret,
+                token: configuration.token
+            )
         )
-        return .send(json.serialized())
     }
 
     private mutating func resolve(

@@ -107,6 +107,8 @@ public final class JanusConnection: Sendable {
     let logger: Logger
     private let makeTransport: @Sendable () -> any JanusTransport
     private let shell: Mutex<Shell>
+    /// Numbers callers, so that a cancelled one finds its queued request (no lock for that).
+    private let nextWaiter = Atomic<UInt64>(0)
 
     /// A caller waiting for a reply; the id finds it again when its task is cancelled.
     struct Waiter {
@@ -123,7 +125,6 @@ public final class JanusConnection: Sendable {
         /// Counts transports; events of an older one are ignored.
         var generation = 0
         var closedByUser = false
-        var nextWaiter: UInt64 = 0
         var handleStreams: [UInt64: AsyncStream<JanusMessage>.Continuation] = [:]
         var sessionStreams: [UInt64: AsyncStream<JanusSession.Event>.Continuation] = [:]
         /// The one timer (timeouts and keepalives) and when it fires.
@@ -212,14 +213,15 @@ public final class JanusConnection: Sendable {
     /// Closes the connection. Outstanding requests fail with `.connectionClosed`; sessions are left for
     /// Janus to expire (destroy them first for a clean exit).
     public func close() async {
-        let transport = shell.withLock { shell in
+        let (transport, effects) = shell.withLock { shell in
             shell.closedByUser = true
-            apply(shell.core.close(), to: &shell)
+            let effects = resolve(shell.core.close(), in: &shell)
             shell.timer?.cancel()
             shell.timer = nil
             defer { shell.transport = nil }
-            return shell.transport
+            return (shell.transport, effects)
         }
+        perform(effects, on: nil)
         await transport?.close()
     }
 
@@ -231,16 +233,11 @@ public final class JanusConnection: Sendable {
     /// Throws ``JanusClientError``: `.janus` when Janus answers with an error (the core's, not a
     /// plugin's: plugin errors arrive inside the reply's plugin data), `.timeout`, `.connectionClosed`.
     public func send(_ request: JanusRequest, timeout: Duration? = nil) async throws -> JanusMessage {
-        let id = shell.withLock { shell in
-            shell.nextWaiter &+= 1
-            return shell.nextWaiter
-        }
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let waiter = Waiter(id: id, continuation: continuation)
-                shell.withLock { shell in
-                    apply(shell.core.request(request, timeout: timeout, waiter: waiter, now: .now), to: &shell)
-                }
+                drive { $0.core.request(request, timeout: timeout, waiter: waiter, now: .now) }
             }
         } onCancel: {
             let cancelled = shell.withLock { $0.core.cancelQueued { $0.id == id } }
@@ -252,10 +249,10 @@ public final class JanusConnection: Sendable {
 
     func registerSession(_ id: UInt64) -> AsyncStream<JanusSession.Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: JanusSession.Event.self)
-        shell.withLock { shell in
+        drive { shell in
             shell.sessionStreams[id] = continuation
             shell.core.sessionCreated(id, now: .now)
-            schedule(&shell)
+            return []
         }
         return stream
     }
@@ -313,10 +310,11 @@ public final class JanusConnection: Sendable {
             }
             throw error
         }
-        let current = shell.withLock { shell in
-            guard shell.generation == generation, !shell.closedByUser else { return false }
-            apply(shell.core.transportUp(now: .now), to: &shell)
-            return true
+        var current = false
+        drive { shell in
+            guard shell.generation == generation, !shell.closedByUser else { return [] }
+            current = true
+            return shell.core.transportUp(now: .now)
         }
         if !current {
             await transport.close()
@@ -326,17 +324,17 @@ public final class JanusConnection: Sendable {
 
     /// Runs on the transport's thread: a reply resumes its caller from here.
     private func transportEvent(_ event: JanusTransportEvent, generation: Int) {
-        shell.withLock { shell in
-            guard shell.generation == generation else { return }
+        if case .message(let text) = event { logger.trace("received", metadata: ["message": "\(text)"]) }
+        drive { shell in
+            guard shell.generation == generation else { return [] }
             switch event {
             case .message(let text):
-                logger.trace("received", metadata: ["message": "\(text)"])
-                apply(shell.core.received(text, now: .now), to: &shell)
+                return shell.core.received(text, now: .now)
             case .closed(let error):
                 shell.transport = nil
-                guard !shell.closedByUser else { return }
+                guard !shell.closedByUser else { return [] }
                 let failure = error ?? JanusClientError(.connectionClosed, "the connection to \(url) was closed")
-                apply(shell.core.transportDown(failure, now: .now), to: &shell)
+                return shell.core.transportDown(failure, now: .now)
             }
         }
     }
@@ -349,65 +347,113 @@ public final class JanusConnection: Sendable {
             logger.notice("reconnected to Janus")
         } catch {
             logger.debug("reconnect attempt failed", metadata: ["error": "\(error)"])
-            shell.withLock { shell in
-                guard !shell.closedByUser else { return }
-                apply(shell.core.transportFailed(error, now: .now), to: &shell)
+            drive { shell in
+                guard !shell.closedByUser else { return [] }
+                return shell.core.transportFailed(error, now: .now)
             }
         }
     }
 
     // MARK: Actions
 
-    /// Carries out the core's actions, under the lock: sending only queues the text, resuming only
-    /// schedules the caller, and yielding to a stream runs no reader inline, so nothing here blocks.
-    private func apply(_ actions: [Core.Action], to shell: inout Shell) {
+    /// What carrying out the core's actions takes once the lock is released.
+    private enum Effect {
+        case send(Core.Outgoing)
+        case resume(Waiter, Result<JanusMessage, JanusClientError>)
+        case handleEvent(AsyncStream<JanusMessage>.Continuation, JanusMessage)
+        case sessionEvent(AsyncStream<JanusSession.Event>.Continuation, JanusSession.Event)
+        case finishHandle(AsyncStream<JanusMessage>.Continuation)
+        case finishSession(AsyncStream<JanusSession.Event>.Continuation)
+        case state(State)
+        case reconnect(after: Duration)
+        case warning(String, error: JanusClientError)
+        case debug(String, error: JanusClientError)
+    }
+
+    /// Feeds the core one input under the lock, then carries out what it decided outside it:
+    /// serializing, writing to the transport and resuming callers never hold up the thread that
+    /// delivers the next reply.
+    private func drive(_ input: (inout Shell) -> [Core.Action]) {
+        let (transport, effects) = shell.withLock { shell in
+            let actions = input(&shell)
+            return (shell.transport, resolve(actions, in: &shell))
+        }
+        perform(effects, on: transport)
+    }
+
+    /// Turns actions into effects, under the lock: looks up the streams they address and updates
+    /// the shell's own state (closed streams, the timer).
+    private func resolve(_ actions: [Core.Action], in shell: inout Shell) -> [Effect] {
+        var effects: [Effect] = []
+        effects.reserveCapacity(actions.count)
         for action in actions {
             switch action {
-            case .send(let text):
-                logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
-                shell.transport?.send(text)
+            case .send(let outgoing):
+                effects.append(.send(outgoing))
             case .complete(let waiter, let result):
-                waiter.continuation.resume(with: result)
+                effects.append(.resume(waiter, result))
             case .deliver(let handle, let message):
-                shell.handleStreams[handle]?.yield(message)
+                if let stream = shell.handleStreams[handle] { effects.append(.handleEvent(stream, message)) }
             case .sessionReclaimed(let session):
-                shell.sessionStreams[session]?.yield(.reclaimed)
+                if let stream = shell.sessionStreams[session] { effects.append(.sessionEvent(stream, .reclaimed)) }
             case .sessionLost(let session, let error):
-                logger.warning("Janus session lost", metadata: ["session": "\(session)", "error": "\(error)"])
-                shell.sessionStreams[session]?.yield(.lost(error))
+                effects.append(.warning("Janus session \(session) lost", error: error))
+                if let stream = shell.sessionStreams[session] { effects.append(.sessionEvent(stream, .lost(error))) }
             case .state(let state):
-                publish(state, in: &shell)
+                if case .closed(let error) = state {
+                    for stream in shell.sessionStreams.values {
+                        if let error { effects.append(.sessionEvent(stream, .lost(error))) }
+                        effects.append(.finishSession(stream))
+                    }
+                    shell.sessionStreams.removeAll()
+                    for stream in shell.handleStreams.values { effects.append(.finishHandle(stream)) }
+                    shell.handleStreams.removeAll()
+                    shell.timer?.cancel()
+                    shell.timer = nil
+                    shell.timerDeadline = nil
+                }
+                effects.append(.state(state))
             case .reconnect(let delay):
-                Task { await self.reconnect(after: delay) }
+                effects.append(.reconnect(after: delay))
             case .malformed(let error):
-                logger.warning("ignoring a malformed message from Janus", metadata: ["error": "\(error)"])
+                effects.append(.warning("ignoring a malformed message from Janus", error: error))
             case .keepaliveFailed(let session, let error):
-                logger.debug("keepalive failed", metadata: ["session": "\(session)", "error": "\(error)"])
+                effects.append(.debug("keepalive of session \(session) failed", error: error))
             }
         }
         schedule(&shell)
+        return effects
     }
 
-    private func publish(_ state: State, in shell: inout Shell) {
-        switch state {
-        case .reconnecting(let attempt) where attempt == 1:
-            logger.warning("connection to Janus lost; reconnecting")
-        case .closed(let error):
-            for (_, stream) in shell.sessionStreams {
-                if let error { stream.yield(.lost(error)) }
+    private func perform(_ effects: [Effect], on transport: (any JanusTransport)?) {
+        for effect in effects {
+            switch effect {
+            case .send(let outgoing):
+                let text = outgoing.text
+                logger.trace("sending", metadata: ["message": "\(Self.redacted(text))"])
+                transport?.send(text)
+            case .resume(let waiter, let result):
+                waiter.continuation.resume(with: result)
+            case .handleEvent(let stream, let message):
+                stream.yield(message)
+            case .sessionEvent(let stream, let event):
+                stream.yield(event)
+            case .finishHandle(let stream):
                 stream.finish()
+            case .finishSession(let stream):
+                stream.finish()
+            case .state(let state):
+                if case .reconnecting(attempt: 1) = state { logger.warning("connection to Janus lost; reconnecting") }
+                stateContinuation.yield(state)
+                if case .closed = state { stateContinuation.finish() }
+            case .reconnect(let delay):
+                Task { await self.reconnect(after: delay) }
+            case .warning(let message, let error):
+                logger.warning("\(message)", metadata: ["error": "\(error)"])
+            case .debug(let message, let error):
+                logger.debug("\(message)", metadata: ["error": "\(error)"])
             }
-            shell.sessionStreams.removeAll()
-            for (_, stream) in shell.handleStreams { stream.finish() }
-            shell.handleStreams.removeAll()
-            shell.timer?.cancel()
-            shell.timer = nil
-            shell.timerDeadline = nil
-        default:
-            break
         }
-        stateContinuation.yield(state)
-        if case .closed = state { stateContinuation.finish() }
     }
 
     /// Keeps one timer armed for the core's next deadline. A request whose deadline is later than
@@ -426,12 +472,12 @@ public final class JanusConnection: Sendable {
     }
 
     private func timerFired(deadline: ContinuousClock.Instant) {
-        shell.withLock { shell in
+        drive { shell in
             if shell.timerDeadline == deadline {
                 shell.timer = nil
                 shell.timerDeadline = nil
             }
-            apply(shell.core.tick(now: .now), to: &shell)
+            return shell.core.tick(now: .now)
         }
     }
 

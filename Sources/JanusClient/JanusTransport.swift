@@ -43,6 +43,9 @@ public final class JanusWebSocketTransport: JanusTransport {
     private let tls: TLSOptions
     private let logger: Logger
     private let stage = Mutex(Stage.idle)
+    /// The handler of ``open(handler:)``, for messages. Written once, before the client (and so its
+    /// service thread, the only reader) exists.
+    private nonisolated(unsafe) var messageHandler: (@Sendable (JanusTransportEvent) -> Void)?
     private let client = Mutex<WebSocketClient?>(nil)
 
     /// A transport to `url`; nothing happens until ``open(handler:)``.
@@ -55,6 +58,7 @@ public final class JanusWebSocketTransport: JanusTransport {
     public func open(handler: @escaping @Sendable (JanusTransportEvent) -> Void) async throws(JanusClientError) {
         do {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                messageHandler = handler
                 stage.withLock { $0 = .opening(continuation, handler) }
                 do throws(WebSocketError) {
                     let socket = try WebSocketClient(
@@ -103,12 +107,8 @@ public final class JanusWebSocketTransport: JanusTransport {
             }
             waiting?.resume()
         case .message(let text):
-            // Read without taking the handler out: the common case, one lock per message.
-            let handler = stage.withLock { stage -> (@Sendable (JanusTransportEvent) -> Void)? in
-                if case .open(let handler) = stage { return handler }
-                return nil
-            }
-            handler?(.message(text))
+            // Set before the socket existed and never changed: read without the lock.
+            messageHandler?(.message(text))
         case .closed(let error):
             let previous = stage.withLock { stage in
                 defer { stage = .ended }

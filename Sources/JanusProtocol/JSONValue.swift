@@ -105,7 +105,7 @@ extension JSONValue {
     /// Parses JSON text. Throws ``JanusProtocolError/malformedJSON(_:)`` on anything that is not JSON.
     public static func parse(_ text: some StringProtocol) throws(JanusProtocolError) -> JSONValue {
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            return try JSONParser.parse(text)
         } catch {
             throw .malformedJSON(String(text.prefix(200)))
         }

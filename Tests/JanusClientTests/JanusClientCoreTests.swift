@@ -35,7 +35,7 @@ import Testing
 
     func sent(_ actions: [Core.Action]) -> [JSONValue] {
         actions.compactMap { action in
-            if case .send(let text) = action { return try? JSONValue.parse(text) }
+            if case .send(let outgoing) = action { return try? JSONValue.parse(outgoing.text) }
             return nil
         }
     }
