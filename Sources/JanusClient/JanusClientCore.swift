@@ -168,7 +168,7 @@ struct JanusClientCore<Waiter> {
                     limit: configuration.requestTimeout,
                     now: now
                 )
-                if case .send = action, let transaction = lastTransaction { claims.insert(transaction) }
+                if case .send(let outgoing) = action { claims.insert(outgoing.transaction) }
                 actions.append(action)
             }
             if claims.isEmpty { return actions + reopened(now: now) }
@@ -331,13 +331,9 @@ struct JanusClientCore<Waiter> {
 
     // MARK: Internals
 
-    /// The transaction of the last request sent (claims remember theirs).
-    private var lastTransaction: String?
-
     private mutating func transmit(_ request: JanusRequest, purpose: Purpose, limit: Duration, now: Instant) -> Action {
         counter &+= 1
         let transaction = configuration.transactionPrefix + String(counter, radix: 36)
-        lastTransaction = transaction
         let deadline = now + limit
         pending[transaction] = Pending(verb: request.verb, purpose: purpose, deadline: deadline, limit: limit)
         if earliestDeadline.map({ deadline < $0 }) ?? true { earliestDeadline = deadline }

@@ -238,11 +238,18 @@ public final class JanusConnection: Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 let waiter = Waiter(id: id, continuation: continuation)
                 drive { $0.core.request(request, timeout: timeout, waiter: waiter, now: .now) }
+                // Cancelled before the request was queued: the handler below found nothing yet.
+                if Task.isCancelled { cancelQueued(id) }
             }
         } onCancel: {
-            let cancelled = shell.withLock { $0.core.cancelQueued { $0.id == id } }
-            for waiter in cancelled { waiter.continuation.resume(throwing: CancellationError()) }
+            cancelQueued(id)
         }
+    }
+
+    /// Ends the wait of a caller whose task was cancelled, if its request is still queued.
+    private func cancelQueued(_ id: UInt64) {
+        let cancelled = shell.withLock { $0.core.cancelQueued { $0.id == id } }
+        for waiter in cancelled { waiter.continuation.resume(throwing: CancellationError()) }
     }
 
     // MARK: Sessions and handles

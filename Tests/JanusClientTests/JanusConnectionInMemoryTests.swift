@@ -162,6 +162,26 @@ import Testing
         #expect(lost?.code == .connectionClosed)
     }
 
+    @Test func cancellingARequestThatWaitsForAReconnectEndsItsWait() async throws {
+        let janus = InMemoryJanus()
+        let options = janus.options(
+            reconnect: .init(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(5), window: .seconds(30))
+        )
+        let connection = try await connect(janus, options: options)
+        let session = try await connection.createSession()
+        janus.inject(.refuseConnections, times: nil)
+        janus.dropConnections()
+        let reconnecting = await first(connection.states) { state -> Bool? in
+            if case .reconnecting = state { return true }
+            return nil
+        }
+        #expect(reconnecting == true)
+        let waiting = Task { try await session.sendKeepalive() }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        await connection.close()
+    }
+
     @Test func anExpiredSessionIsReportedLost() async throws {
         let janus = InMemoryJanus()
         let connection = try await connect(janus)
