@@ -8,8 +8,8 @@ import Synchronization
 ///
 /// It answers the core requests (`create`, `attach`, `keepalive`, `claim`, `hangup`, `detach`,
 /// `destroy`, `trickle`) and the VideoRoom requests a call makes (`exists`, `create`, `destroy`,
-/// `list`, `listparticipants`, `join` as publisher or subscriber, `publish`, `configure`, `start`,
-/// `leave`, `unpublish`) the way Janus does: synchronous ones with `success`, the others with an
+/// `list`, `listparticipants`, `join` as publisher or subscriber, `publish`, `configure`,
+/// `subscribe`, `unsubscribe`, `update`, `start`, `pause`, `leave`, `unpublish`) the way Janus does: synchronous ones with `success`, the others with an
 /// `ack` and then an `event` with the same transaction. Sessions outlive a dropped connection
 /// and can be claimed on the next, as with Janus's `reclaim_session_timeout`.
 ///
@@ -379,6 +379,13 @@ public final class InMemoryJanus: Sendable {
             // No media server here: the answer has no SDP a PeerConnection could use.
             let answer: JSONValue? = jsep.map { _ in ["type": "answer", "sdp": "v=0\r\n"] }
             return PluginAnswer(data: ["videoroom": "event", "configured": "ok"], jsep: answer, synchronous: false)
+        case "subscribe", "unsubscribe", "update":
+            return PluginAnswer(
+                data: ["videoroom": "updated", "room": .id(room ?? 0), "streams": []],
+                synchronous: false
+            )
+        case "pause":
+            return PluginAnswer(data: ["videoroom": "event", "paused": "ok"], synchronous: false)
         case "start":
             return PluginAnswer(data: ["videoroom": "event", "started": "ok"], synchronous: false)
         case "leave", "unpublish":

@@ -210,6 +210,15 @@ import Testing
         }
         #expect(missing?.janusError?.code == JanusError.videoRoomNoSuchRoom)
 
+        let subscriber = try await VideoRoomHandle.attach(to: session)
+        let reply = try await subscriber.handle.message(
+            VideoRoom.joinSubscriber(room: 5, streams: [.init(feed: joined.id)])
+        )
+        #expect(reply.kind == .event)
+        #expect(reply.pluginData?["videoroom"]?.stringValue == "attached")
+        let updated = try await subscriber.handle.message(VideoRoom.subscribe([.init(feed: joined.id)]))
+        #expect(updated.pluginData?["videoroom"]?.stringValue == "updated")
+
         janus.hangUp(handle: room.handle.id, reason: "ICE failed")
         let reason = await first(room.events) { event -> String? in
             if case .hangup(let reason) = event { return reason }
