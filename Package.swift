@@ -4,7 +4,7 @@ import PackageDescription
 // Conclave: end-to-end encrypted group calls through a Janus VideoRoom, and their recording.
 //
 // Layout (see README "Repository organization"):
-// - one `.systemLibrary` target per C library, plus one C shim target for macros and variadics;
+// - one `.systemLibrary` target per C library, each with one C shim target for its macros and variadics;
 // - pure-Swift, I/O-free protocol modules (Janus messages, SDP, RTP/RTCP, E2EE);
 // - thin wrapper modules that each own one C library;
 // - one orchestration module and the `conclave` executable.
@@ -37,11 +37,16 @@ let package = Package(
         system("CVPX", "vpx", "libvpx-dev"),
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
-        .target(
-            name: "CConclaveShims",
-            dependencies: ["CWebSockets", "CNice", "COpenSSL", "CSRTP", "COpus", "CVPX", "COpenH264", "CFFmpeg"],
-            cSettings: [.define("_GNU_SOURCE")]
-        ),
+        // One shim target per C library (macros and variadics only), imported by that library's
+        // wrapper alone; CConclaveShims holds the libwebsockets shims.
+        .target(name: "CConclaveShims", dependencies: ["CWebSockets"], cSettings: [.define("_GNU_SOURCE")]),
+        .target(name: "CNiceShims", dependencies: ["CNice"], cSettings: [.define("_GNU_SOURCE")]),
+        .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
+        .target(name: "CSRTPShims", dependencies: ["CSRTP"]),
+        .target(name: "COpusShims", dependencies: ["COpus"]),
+        .target(name: "CVPXShims", dependencies: ["CVPX"]),
+        .target(name: "COpenH264Shims", dependencies: ["COpenH264"]),
+        .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -71,17 +76,17 @@ let package = Package(
         ),
         .target(
             name: "ConclaveICE",
-            dependencies: ["CNice", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "ConclaveDTLS",
-            dependencies: ["COpenSSL", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["COpenSSL", "COpenSSLShims", .product(name: "Logging", package: "swift-log")]
         ),
-        .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CConclaveShims"]),
-        .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "CConclaveShims"]),
-        .target(name: "ConclaveVPX", dependencies: ["ConclaveCore", "CVPX", "CConclaveShims"]),
-        .target(name: "ConclaveOpenH264", dependencies: ["ConclaveCore", "COpenH264", "CConclaveShims"]),
-        .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CConclaveShims"]),
+        .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CSRTPShims"]),
+        .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "COpusShims"]),
+        .target(name: "ConclaveVPX", dependencies: ["ConclaveCore", "CVPX", "CVPXShims"]),
+        .target(name: "ConclaveOpenH264", dependencies: ["ConclaveCore", "COpenH264", "COpenH264Shims"]),
+        .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CFFmpegShims"]),
         .target(
             name: "ConclaveKeyStore",
             dependencies: ["ConclaveE2EE", "ConclaveFiles"]

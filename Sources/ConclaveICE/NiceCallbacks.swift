@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CNice
+internal import CNiceShims
 import Logging
 import Synchronization
 

@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CSRTP
+internal import CSRTPShims
 import Synchronization
 
 /// `srtp_init` must run exactly once per process before any session is created; a global's

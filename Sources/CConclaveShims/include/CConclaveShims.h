@@ -1,14 +1,9 @@
 #pragma once
-// CConclaveShims: the one C target of the package.
+// CConclaveShims: the libwebsockets shims, used only by JanusClient.
 //
-// Swift cannot import C function-like macros or call variadic functions, and a few expression
-// macros (LWS_PRE, SRTP_MAX_TRAILER_LEN) do not import as constants. Each shim here turns one of
-// those into a real, typed function or constant, named `cshim_<original name>` so that a search for
-// the C name finds its wrapper. Shims are grouped by library, one header and one source file each,
-// and each group is used only by the Swift module that owns that library.
+// Swift cannot import C function-like macros or call variadic functions, and some expression
+// macros (LWS_PRE) do not import as constants. Like every shim target (one per C library, each
+// depending only on its library and imported only by the module that owns it), this one turns
+// such macros into typed functions or constants named `cshim_<C name>`, so that a search for the
+// C name finds its wrapper; no state, no policy.
 #include "shims_lws.h"
-#include "shims_nice.h"
-#include "shims_openssl.h"
-#include "shims_srtp.h"
-#include "shims_codecs.h"
-#include "shims_av.h"

@@ -1,4 +1,4 @@
-#include "CConclaveShims.h"
+#include "CNiceShims.h"
 
 #include <sys/socket.h>
 

@@ -1,5 +1,7 @@
 #pragma once
-// GLib / libnice shims (owner: ConclaveICE).
+// GLib / libnice shims, used only by ConclaveICE.
+// Like every shim target: only macros and variadics turned into typed functions or constants,
+// named `cshim_<C name>`; no state, no policy.
 #include <nice/agent.h>
 #include <glib-object.h>
 
