@@ -58,8 +58,9 @@ let package = Package(
         .target(
             name: "ConclaveE2EE",
             dependencies: [
-                // OpenSSL 3 for bulk frame AES-256-GCM with a kept context (see AESGCMContext.swift).
-                "ConclaveCore", "COpenSSL",
+                // Frame AES-256-GCM goes through the FrameCipher protocol: swift-crypto by default,
+                // OpenSSL's kept context from ConclaveOpenSSL where calls are composed.
+                "ConclaveCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -78,9 +79,12 @@ let package = Package(
             name: "ConclaveICE",
             dependencies: ["CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
         ),
+        // OpenSSL's one owner: DTLS and the AES-256-GCM frame cipher.
         .target(
-            name: "ConclaveDTLS",
-            dependencies: ["COpenSSL", "COpenSSLShims", .product(name: "Logging", package: "swift-log")]
+            name: "ConclaveOpenSSL",
+            dependencies: [
+                "ConclaveE2EE", "COpenSSL", "COpenSSLShims", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CSRTPShims"]),
         .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "COpusShims"]),
@@ -109,7 +113,7 @@ let package = Package(
             name: "Conclave",
             dependencies: [
                 "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
-                "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
+                "ConclaveICE", "ConclaveOpenSSL", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
                 "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -138,7 +142,9 @@ let package = Package(
         // MARK: Benchmarks (bench/<name>/main.swift, run through bench/<name>/run)
         .executableTarget(
             name: "bench-e2ee",
-            dependencies: ["ConclaveE2EE", "ConclaveCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveCore", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/e2ee/Sources"
         ),
         .executableTarget(
@@ -165,8 +171,8 @@ let package = Package(
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
-                "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder",
+                "JanusClient", "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/recorder/Sources"
         ),
@@ -196,9 +202,9 @@ let package = Package(
             dependencies: ["ConclaveICE", "ConclaveTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
-            name: "ConclaveDTLSTests",
+            name: "ConclaveOpenSSLTests",
             dependencies: [
-                "ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport",
+                "ConclaveOpenSSL", "ConclaveE2EE", "ConclaveCore", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -222,7 +228,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveRecorderTests",
             dependencies: [
-                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV",
+                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
+                "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,5 +1,5 @@
 #pragma once
-// OpenSSL 3 shims, used only by ConclaveDTLS.
+// OpenSSL 3 shims, used only by ConclaveOpenSSL.
 // Like every shim target: only macros and variadics turned into typed functions or constants,
 // named `cshim_<C name>`; no state, no policy.
 #include <openssl/ssl.h>
