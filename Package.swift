@@ -4,7 +4,7 @@ import PackageDescription
 // Conclave: end-to-end encrypted group calls through a Janus VideoRoom, and their recording.
 //
 // Layout (see README "Repository organization"):
-// - one `.systemLibrary` target per C library, plus one C shim target for macros and variadics;
+// - one `.systemLibrary` target per C library, each with one C shim target for its macros and variadics;
 // - pure-Swift, I/O-free protocol modules (Janus messages, SDP, RTP/RTCP, E2EE);
 // - thin wrapper modules that each own one C library;
 // - one orchestration module and the `conclave` executable.
@@ -37,12 +37,16 @@ let package = Package(
         system("CVPX", "vpx", "libvpx-dev"),
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
-        .target(
-            name: "CConclaveShims",
-            dependencies: ["CNice", "COpenSSL", "CSRTP", "COpus", "CVPX", "COpenH264", "CFFmpeg"],
-            cSettings: [.define("_GNU_SOURCE")]
-        ),
+        // One shim target per C library (macros and variadics only), imported by that library's
+        // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
+        .target(name: "CNiceShims", dependencies: ["CNice"], cSettings: [.define("_GNU_SOURCE")]),
+        .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
+        .target(name: "CSRTPShims", dependencies: ["CSRTP"]),
+        .target(name: "COpusShims", dependencies: ["COpus"]),
+        .target(name: "CVPXShims", dependencies: ["CVPX"]),
+        .target(name: "COpenH264Shims", dependencies: ["COpenH264"]),
+        .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -54,8 +58,9 @@ let package = Package(
         .target(
             name: "ConclaveE2EE",
             dependencies: [
-                // OpenSSL 3 for bulk frame AES-256-GCM with a kept context (see AESGCMContext.swift).
-                "ConclaveCore", "COpenSSL",
+                // Frame AES-256-GCM goes through the FrameCipher protocol: swift-crypto by default,
+                // OpenSSL's kept context from ConclaveOpenSSL where calls are composed.
+                "ConclaveCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -74,17 +79,20 @@ let package = Package(
         ),
         .target(
             name: "ConclaveICE",
-            dependencies: ["CNice", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
         ),
+        // OpenSSL's one owner: DTLS and the AES-256-GCM frame cipher.
         .target(
-            name: "ConclaveDTLS",
-            dependencies: ["COpenSSL", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+            name: "ConclaveOpenSSL",
+            dependencies: [
+                "ConclaveE2EE", "COpenSSL", "COpenSSLShims", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
-        .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CConclaveShims"]),
-        .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "CConclaveShims"]),
-        .target(name: "ConclaveVPX", dependencies: ["ConclaveCore", "CVPX", "CConclaveShims"]),
-        .target(name: "ConclaveOpenH264", dependencies: ["ConclaveCore", "COpenH264", "CConclaveShims"]),
-        .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CConclaveShims"]),
+        .target(name: "ConclaveSRTP", dependencies: ["CSRTP", "CSRTPShims"]),
+        .target(name: "ConclaveOpus", dependencies: ["ConclaveCore", "COpus", "COpusShims"]),
+        .target(name: "ConclaveVPX", dependencies: ["ConclaveCore", "CVPX", "CVPXShims"]),
+        .target(name: "ConclaveOpenH264", dependencies: ["ConclaveCore", "COpenH264", "COpenH264Shims"]),
+        .target(name: "ConclaveAV", dependencies: ["ConclaveCore", "CFFmpeg", "CFFmpegShims"]),
         .target(
             name: "ConclaveKeyStore",
             dependencies: ["ConclaveE2EE", "ConclaveFiles"]
@@ -107,7 +115,7 @@ let package = Package(
             name: "Conclave",
             dependencies: [
                 "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
-                "ConclaveICE", "ConclaveDTLS", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
+                "ConclaveICE", "ConclaveOpenSSL", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
                 "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -138,7 +146,9 @@ let package = Package(
         // MARK: Benchmarks (bench/<name>/main.swift, run through bench/<name>/run)
         .executableTarget(
             name: "bench-e2ee",
-            dependencies: ["ConclaveE2EE", "ConclaveCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveCore", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/e2ee/Sources"
         ),
         .executableTarget(
@@ -165,8 +175,8 @@ let package = Package(
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
-                "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
+                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder",
+                "JanusClient", "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/recorder/Sources"
         ),
@@ -196,9 +206,9 @@ let package = Package(
             dependencies: ["ConclaveICE", "ConclaveTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
-            name: "ConclaveDTLSTests",
+            name: "ConclaveOpenSSLTests",
             dependencies: [
-                "ConclaveDTLS", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport",
+                "ConclaveOpenSSL", "ConclaveE2EE", "ConclaveCore", "ConclaveSRTP", "ConclaveICE", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -222,7 +232,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveRecorderTests",
             dependencies: [
-                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV",
+                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
+                "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,4 +1,4 @@
-// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+// Umbrella header for the system library: only includes, its shims live in CFFmpegShims.
 #include <libavformat/avformat.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>

@@ -1,4 +1,4 @@
-// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+// Umbrella header for the system library: only includes, its shims live in COpenH264Shims.
 #include <wels/codec_api.h>
 #include <wels/codec_app_def.h>
 #include <wels/codec_def.h>

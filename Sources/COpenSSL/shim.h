@@ -1,4 +1,4 @@
-// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+// Umbrella header for the system library: only includes, its shims live in COpenSSLShims.
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/bio.h>

@@ -1,2 +1,2 @@
-// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+// Umbrella header for the system library: only includes, its shims live in COpusShims.
 #include <opus/opus.h>

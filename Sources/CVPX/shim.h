@@ -1,4 +1,4 @@
-// Umbrella header for the system library: only includes, shims live in CConclaveShims.
+// Umbrella header for the system library: only includes, its shims live in CVPXShims.
 #include <vpx/vpx_encoder.h>
 #include <vpx/vpx_decoder.h>
 #include <vpx/vp8cx.h>

@@ -1,6 +1,7 @@
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveOpenSSL
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -270,7 +271,11 @@ public actor CallSession {
                 source.rebase()
                 let sender = MediaSender(
                     source: source,
-                    encryptor: configuration.crypto?.makeEncryptor(codec: source.codec, senderID: publisher.feedID),
+                    encryptor: configuration.crypto?.makeEncryptor(
+                        codec: source.codec,
+                        senderID: publisher.feedID,
+                        cipher: OpenSSLFrameCipher.self
+                    ),
                     publisher: publisher,
                     logger: logger
                 )

@@ -1,6 +1,7 @@
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveOpenSSL
 import Logging
 import Synchronization
 
@@ -196,7 +197,11 @@ private final class DirectDecryption: Sendable {
         let key = StreamKey(feedID: received.feedID, mid: received.mid, codec: received.frame.codec)
         let decryptor = decryptors.withLock { decryptors in
             if let existing = decryptors[key] { return existing }
-            let made = crypto.makeDecryptor(codec: received.frame.codec, senderID: received.feedID)
+            let made = crypto.makeDecryptor(
+                codec: received.frame.codec,
+                senderID: received.feedID,
+                cipher: OpenSSLFrameCipher.self
+            )
             decryptors[key] = made
             return made
         }

@@ -1,5 +1,5 @@
-import ConclaveDTLS
 import ConclaveICE
+import ConclaveOpenSSL
 import ConclaveSDP
 import ConclaveSRTP
 import Foundation

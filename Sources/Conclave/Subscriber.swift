@@ -1,5 +1,5 @@
 import ConclaveCore
-import ConclaveDTLS
+import ConclaveOpenSSL
 import ConclaveRTP
 import ConclaveSDP
 import Foundation

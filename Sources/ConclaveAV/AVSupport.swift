@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CFFmpeg
+internal import CFFmpegShims
 import ConclaveCore
 
 /// FFmpeg writes its diagnostics straight to stderr. Library code must not print, and every failure

@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CFFmpeg
+internal import CFFmpegShims
 public import ConclaveCore
 
 /// Decodes one stream of a `MediaDemuxer` with libavcodec, for files whose codec differs from the

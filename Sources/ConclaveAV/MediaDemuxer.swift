@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CFFmpeg
+internal import CFFmpegShims
 public import ConclaveCore
 
 /// One stream of a file opened by `MediaDemuxer`.

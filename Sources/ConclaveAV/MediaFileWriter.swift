@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CFFmpeg
+internal import CFFmpegShims
 public import ConclaveCore
 
 /// Writes encoded frames (Opus, VP8, H264) into a container file without transcoding.

@@ -27,13 +27,17 @@ public enum ECallFrameFormat {
     ///
     /// Throws `multipleSlices` for a frame with two or more slice units, because ECall iOS would fail
     /// to decrypt every slice after the first. A frame without slices is returned unchanged.
-    public static func sealH264(_ frame: [UInt8], key: CallKey) throws(FrameEncryptionError) -> [UInt8] {
-        guard let context = AESGCMContext.make(key: key) else { throw .cipherFailed(codec: .h264) }
+    public static func sealH264(
+        _ frame: [UInt8],
+        key: CallKey,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) throws(FrameEncryptionError) -> [UInt8] {
+        guard let context = cipher.make(key: key) else { throw .cipherFailed(codec: .h264) }
         return try sealH264(frame, context: context)
     }
 
-    /// `sealH264(_:key:)` with a context kept for the key.
-    static func sealH264(_ frame: [UInt8], context: AESGCMContext) throws(FrameEncryptionError) -> [UInt8] {
+    /// `sealH264(_:key:cipher:)` with a cipher kept for the key.
+    static func sealH264(_ frame: [UInt8], context: any FrameCipher) throws(FrameEncryptionError) -> [UInt8] {
         guard H264FrameParser.isAnnexB(frame) else {
             throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
         }
@@ -74,8 +78,8 @@ public enum ECallFrameFormat {
                             nonce: nonce,
                             aad: UnsafeRawBufferPointer(start: nil, count: 0),
                             plaintext: plaintext,
-                            ciphertext: nonce + AESGCMContext.nonceLength,
-                            tag: outputBase + sealedEnd - AESGCMContext.tagLength
+                            ciphertext: nonce + AES256GCM.nonceLength,
+                            tag: outputBase + sealedEnd - AES256GCM.tagLength
                         )
                     else {
                         sealed = false
@@ -123,15 +127,19 @@ public enum ECallFrameFormat {
     ///
     /// Unlike ECall iOS, which hands undecryptable frames to its decoder, this throws so the caller
     /// drops the frame. Slices are opened at their true offsets, so multi-slice frames also work.
-    public static func openH264(_ frame: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
+    public static func openH264(
+        _ frame: [UInt8],
+        keys: [CallKey],
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) throws(FrameDecryptionError) -> [UInt8] {
         var openedWith: Int?
-        return try openH264(frame, contexts: contexts(for: keys, codec: .h264), openedWith: &openedWith)
+        return try openH264(frame, contexts: contexts(for: keys, cipher: cipher, codec: .h264), openedWith: &openedWith)
     }
 
-    /// `openH264(_:keys:)` with contexts kept for the keys, in the order to try them. `openedWith`
+    /// `openH264(_:keys:cipher:)` with ciphers kept for the keys, in the order to try them. `openedWith`
     /// is set to the index of the context that opened the frame's first sealed slice (nil when the
     /// frame had nothing sealed).
-    static func openH264(_ frame: [UInt8], contexts: [AESGCMContext], openedWith: inout Int?)
+    static func openH264(_ frame: [UInt8], contexts: [any FrameCipher], openedWith: inout Int?)
         throws(FrameDecryptionError) -> [UInt8]
     {
         // Depacketized frames are always Annex-B (ECall's AVCC branch only matters inside iOS).
@@ -186,7 +194,7 @@ public enum ECallFrameFormat {
                     written += regionStart - copied
                     let ciphertext = UnsafeRawBufferPointer(
                         rebasing: input[
-                            (regionStart + AESGCMContext.nonceLength)..<(slice.end - AESGCMContext.tagLength)
+                            (regionStart + AES256GCM.nonceLength)..<(slice.end - AES256GCM.tagLength)
                         ]
                     )
                     let opener = contexts.firstIndex { context in
@@ -194,7 +202,7 @@ public enum ECallFrameFormat {
                             nonce: inputBase + regionStart,
                             aad: UnsafeRawBufferPointer(start: nil, count: 0),
                             ciphertext: ciphertext,
-                            tag: inputBase + slice.end - AESGCMContext.tagLength,
+                            tag: inputBase + slice.end - AES256GCM.tagLength,
                             plaintext: outputBase + written
                         )
                     }
@@ -226,13 +234,17 @@ public enum ECallFrameFormat {
     // MARK: Audio
 
     /// Seals a whole audio packet: `0xFF ‖ nonce ‖ ciphertext ‖ tag`.
-    public static func sealAudio(_ packet: [UInt8], key: CallKey) throws(FrameEncryptionError) -> [UInt8] {
-        guard let context = AESGCMContext.make(key: key) else { throw .cipherFailed(codec: .opus) }
+    public static func sealAudio(
+        _ packet: [UInt8],
+        key: CallKey,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) throws(FrameEncryptionError) -> [UInt8] {
+        guard let context = cipher.make(key: key) else { throw .cipherFailed(codec: .opus) }
         return try sealAudio(packet, context: context)
     }
 
-    /// `sealAudio(_:key:)` with a context kept for the key.
-    static func sealAudio(_ packet: [UInt8], context: AESGCMContext) throws(FrameEncryptionError) -> [UInt8] {
+    /// `sealAudio(_:key:cipher:)` with a cipher kept for the key.
+    static func sealAudio(_ packet: [UInt8], context: any FrameCipher) throws(FrameEncryptionError) -> [UInt8] {
         let outputCount = packet.count + sealOverhead + 1
         var sealed = true
         let output = packet.withUnsafeBytes { input in
@@ -248,8 +260,8 @@ public enum ECallFrameFormat {
                     nonce: nonce,
                     aad: UnsafeRawBufferPointer(start: nil, count: 0),
                     plaintext: input,
-                    ciphertext: nonce + AESGCMContext.nonceLength,
-                    tag: outputBase + outputCount - AESGCMContext.tagLength
+                    ciphertext: nonce + AES256GCM.nonceLength,
+                    tag: outputBase + outputCount - AES256GCM.tagLength
                 )
                 if sealed { initializedCount = outputCount }
             }
@@ -259,14 +271,22 @@ public enum ECallFrameFormat {
     }
 
     /// Opens an `ecall` audio packet, trying `keys` in order.
-    public static func openAudio(_ packet: [UInt8], keys: [CallKey]) throws(FrameDecryptionError) -> [UInt8] {
+    public static func openAudio(
+        _ packet: [UInt8],
+        keys: [CallKey],
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) throws(FrameDecryptionError) -> [UInt8] {
         var openedWith: Int?
-        return try openAudio(packet, contexts: contexts(for: keys, codec: .opus), openedWith: &openedWith)
+        return try openAudio(
+            packet,
+            contexts: contexts(for: keys, cipher: cipher, codec: .opus),
+            openedWith: &openedWith
+        )
     }
 
-    /// `openAudio(_:keys:)` with contexts kept for the keys, in the order to try them; `openedWith`
+    /// `openAudio(_:keys:cipher:)` with ciphers kept for the keys, in the order to try them; `openedWith`
     /// is set to the index of the context that opened the packet.
-    static func openAudio(_ packet: [UInt8], contexts: [AESGCMContext], openedWith: inout Int?)
+    static func openAudio(_ packet: [UInt8], contexts: [any FrameCipher], openedWith: inout Int?)
         throws(FrameDecryptionError) -> [UInt8]
     {
         guard let first = packet.first else {
@@ -299,14 +319,14 @@ public enum ECallFrameFormat {
                 guard let inputBase = input.baseAddress, let plaintext = UnsafeMutableRawPointer(buffer.baseAddress)
                 else { return }
                 let ciphertext = UnsafeRawBufferPointer(
-                    rebasing: input[(1 + AESGCMContext.nonceLength)..<(packet.count - AESGCMContext.tagLength)]
+                    rebasing: input[(1 + AES256GCM.nonceLength)..<(packet.count - AES256GCM.tagLength)]
                 )
                 opener = contexts.firstIndex { context in
                     context.open(
                         nonce: inputBase + 1,
                         aad: UnsafeRawBufferPointer(start: nil, count: 0),
                         ciphertext: ciphertext,
-                        tag: inputBase + packet.count - AESGCMContext.tagLength,
+                        tag: inputBase + packet.count - AES256GCM.tagLength,
                         plaintext: plaintext
                     )
                 }
@@ -325,13 +345,17 @@ public enum ECallFrameFormat {
         return output
     }
 
-    /// One context per key, for the public entry points that take keys.
-    private static func contexts(for keys: [CallKey], codec: MediaCodec) throws(FrameDecryptionError)
-        -> [AESGCMContext]
+    /// One cipher per key, for the public entry points that take keys.
+    private static func contexts(
+        for keys: [CallKey],
+        cipher: any FrameCipher.Type,
+        codec: MediaCodec
+    ) throws(FrameDecryptionError)
+        -> [any FrameCipher]
     {
-        var contexts: [AESGCMContext] = []
+        var contexts: [any FrameCipher] = []
         for key in keys {
-            guard let context = AESGCMContext.make(key: key) else {
+            guard let context = cipher.make(key: key) else {
                 throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
             }
             contexts.append(context)

@@ -50,13 +50,24 @@ public final class CallFrameCrypto: Sendable {
     }
 
     /// An encryptor for this device's stream of `codec`. `senderID` goes into `sframe` key ids.
-    public func makeEncryptor(codec: MediaCodec, senderID: UInt64) -> FrameEncryptor {
-        FrameEncryptor(call: self, codec: codec, senderID: senderID)
+    /// `cipher` does the AES-256-GCM (one instance per key, kept across frames); the composition
+    /// layer passes OpenSSL's, which seals straight into the outgoing frame.
+    public func makeEncryptor(
+        codec: MediaCodec,
+        senderID: UInt64,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) -> FrameEncryptor {
+        FrameEncryptor(call: self, codec: codec, senderID: senderID, cipher: cipher)
     }
 
-    /// A decryptor for a remote stream; failures are counted under `senderID`.
-    public func makeDecryptor(codec: MediaCodec, senderID: UInt64) -> FrameDecryptor {
-        FrameDecryptor(call: self, codec: codec, senderID: senderID)
+    /// A decryptor for a remote stream; failures are counted under `senderID`. `cipher` as for
+    /// ``makeEncryptor(codec:senderID:cipher:)``: either opens what the other seals.
+    public func makeDecryptor(
+        codec: MediaCodec,
+        senderID: UInt64,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self
+    ) -> FrameDecryptor {
+        FrameDecryptor(call: self, codec: codec, senderID: senderID, cipher: cipher)
     }
 
     /// Failures so far.
@@ -101,21 +112,23 @@ public final class FrameEncryptor: Sendable {
     public let codec: MediaCodec
     public let senderID: UInt64
     private let call: CallFrameCrypto
-    /// The cipher context for the current key (and for `sframe` its derived material), reused until
-    /// the key changes. Also serializes the stage: a context is not thread-safe.
+    private let cipher: any FrameCipher.Type
+    /// The cipher for the current key (and for `sframe` its derived material), reused until the
+    /// key changes. Also serializes the stage: a cipher is not thread-safe.
     private let keys = Mutex<EncryptionKeys?>(nil)
 
-    /// What `keys` holds: the entry it was made for and one context for the call's format.
+    /// What `keys` holds: the entry it was made for and one cipher for the call's format.
     private struct EncryptionKeys {
         var entry: KeyRingEntry
-        var ecall: AESGCMContext?
+        var ecall: (any FrameCipher)?
         var sframe: SFrameKeyContext?
     }
 
-    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
+    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64, cipher: any FrameCipher.Type) {
         self.call = call
         self.codec = codec
         self.senderID = senderID
+        self.cipher = cipher
     }
 
     /// The frame to send, encrypted with the call's current key.
@@ -133,15 +146,16 @@ public final class FrameEncryptor: Sendable {
         let call = call
         let data = frame.data
         let codec = frame.codec
+        let cipher = cipher
         let sealed = try keys.withLock { (keys) throws(FrameEncryptionError) -> [UInt8] in
             if keys?.entry != entry { keys = EncryptionKeys(entry: entry) }
             switch format {
             case .ecall:
-                let context: AESGCMContext
+                let context: any FrameCipher
                 if let cached = keys?.ecall {
                     context = cached
                 } else {
-                    guard let made = AESGCMContext.make(key: entry.key) else { throw .cipherFailed(codec: codec) }
+                    guard let made = cipher.make(key: entry.key) else { throw .cipherFailed(codec: codec) }
                     keys?.ecall = made
                     context = made
                 }
@@ -157,7 +171,8 @@ public final class FrameEncryptor: Sendable {
                     let keyID = SFrameKeyID(senderID: senderID, epoch: UInt8(truncatingIfNeeded: entry.epoch))
                     guard
                         let made = SFrameKeyContext(
-                            material: SFrameKeyMaterial(callKey: entry.key, keyID: keyID.rawValue)
+                            material: SFrameKeyMaterial(callKey: entry.key, keyID: keyID.rawValue),
+                            cipher: cipher
                         )
                     else { throw .cipherFailed(codec: codec) }
                     keys?.sframe = made
@@ -179,23 +194,25 @@ public final class FrameDecryptor: Sendable {
     public let codec: MediaCodec
     public let senderID: UInt64
     private let call: CallFrameCrypto
-    /// Cipher contexts for the keys this stream may use, reused across frames; the lock also
-    /// serializes the stage, because a context is not thread-safe.
+    private let cipher: any FrameCipher.Type
+    /// Ciphers for the keys this stream may use, reused across frames; the lock also serializes
+    /// the stage, because a cipher is not thread-safe.
     private let keys = Mutex(DecryptionKeys())
 
     /// What `keys` holds.
     private struct DecryptionKeys {
-        /// `ecall`: the ring's candidates when the contexts were made, and one context for each.
+        /// `ecall`: the ring's candidates when the ciphers were made, and one cipher for each.
         var ecallEntries: [KeyRingEntry] = []
-        var ecallContexts: [AESGCMContext] = []
+        var ecallContexts: [any FrameCipher] = []
         /// `sframe`: derived material and context by key id; small, one key id per epoch.
         var sframe: [UInt64: (entry: KeyRingEntry, key: SFrameKeyContext)] = [:]
     }
 
-    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64) {
+    init(call: CallFrameCrypto, codec: MediaCodec, senderID: UInt64, cipher: any FrameCipher.Type) {
         self.call = call
         self.codec = codec
         self.senderID = senderID
+        self.cipher = cipher
     }
 
     /// The decrypted frame. A frame that does not decrypt is counted, may trigger the "key needed"
@@ -230,9 +247,10 @@ public final class FrameDecryptor: Sendable {
                 return (frame, nil)
             }
             let candidates = call.keyRing.candidates(for: codec.kind)
+            let cipher = cipher
             opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
                 if keys.ecallEntries != candidates {
-                    try Self.remake(&keys, for: candidates, codec: codec)
+                    try Self.remake(&keys, for: candidates, cipher: cipher, codec: codec)
                 }
                 var openedWith: Int?
                 let bytes =
@@ -244,6 +262,7 @@ public final class FrameDecryptor: Sendable {
             }
         case .sframe:
             let call = call
+            let cipher = cipher
             opened = try keys.withLock { (keys) throws(FrameDecryptionError) -> [UInt8] in
                 try SFrameFrameFormat.open(data, codec: codec) {
                     (rawKeyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
@@ -251,6 +270,7 @@ public final class FrameDecryptor: Sendable {
                         forKeyID: rawKeyID,
                         codec: codec,
                         call: call,
+                        cipher: cipher,
                         cache: &keys.sframe
                     )
                     epoch = keyEpoch
@@ -263,15 +283,18 @@ public final class FrameDecryptor: Sendable {
         return (output, epoch)
     }
 
-    /// Makes the `ecall` contexts match `candidates`, keeping those whose key is still a candidate.
-    private static func remake(_ keys: inout DecryptionKeys, for candidates: [KeyRingEntry], codec: MediaCodec)
-        throws(FrameDecryptionError)
-    {
-        var contexts: [AESGCMContext] = []
+    /// Makes the `ecall` ciphers match `candidates`, keeping those whose key is still a candidate.
+    private static func remake(
+        _ keys: inout DecryptionKeys,
+        for candidates: [KeyRingEntry],
+        cipher: any FrameCipher.Type,
+        codec: MediaCodec
+    ) throws(FrameDecryptionError) {
+        var contexts: [any FrameCipher] = []
         for candidate in candidates {
             if let index = keys.ecallEntries.firstIndex(of: candidate) {
                 contexts.append(keys.ecallContexts[index])
-            } else if let made = AESGCMContext.make(key: candidate.key) {
+            } else if let made = cipher.make(key: candidate.key) {
                 contexts.append(made)
             } else {
                 throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
@@ -286,6 +309,7 @@ public final class FrameDecryptor: Sendable {
         forKeyID rawKeyID: UInt64,
         codec: MediaCodec,
         call: CallFrameCrypto,
+        cipher: any FrameCipher.Type,
         cache: inout [UInt64: (entry: KeyRingEntry, key: SFrameKeyContext)]
     ) throws(FrameDecryptionError) -> (SFrameKeyContext, UInt64) {
         let keyID = SFrameKeyID(rawValue: rawKeyID)
@@ -300,7 +324,9 @@ public final class FrameDecryptor: Sendable {
             )
         }
         if let cached = cache[rawKeyID], cached.entry == entry { return (cached.key, entry.epoch) }
-        guard let key = SFrameKeyContext(material: SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID)) else {
+        guard
+            let key = SFrameKeyContext(material: SFrameKeyMaterial(callKey: entry.key, keyID: rawKeyID), cipher: cipher)
+        else {
             throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
         }
         if cache.count >= 16 { cache.removeAll() }

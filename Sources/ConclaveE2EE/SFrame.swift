@@ -195,17 +195,17 @@ public struct SFrameKeyMaterial: Sendable {
     }
 }
 
-/// The material of one key id together with an AES-256-GCM context for its key, so a stage sets
+/// The material of one key id together with an AES-256-GCM cipher for its key, so a stage sets
 /// the key up once per key id rather than once per frame.
 ///
-/// Not thread-safe (the context is not); each stage keeps its own under its lock.
+/// Not thread-safe (the cipher is not); each stage keeps its own under its lock.
 final class SFrameKeyContext {
     let material: SFrameKeyMaterial
-    let cipher: AESGCMContext
+    let cipher: any FrameCipher
 
-    /// Nil only if OpenSSL cannot set up the context.
-    init?(material: SFrameKeyMaterial) {
-        guard let cipher = AESGCMContext.make(key: material.key) else { return nil }
+    /// Nil only if `cipher` cannot set up the key.
+    init?(material: SFrameKeyMaterial, cipher: any FrameCipher.Type) {
+        guard let cipher = cipher.make(key: material.key) else { return nil }
         self.material = material
         self.cipher = cipher
     }
@@ -219,10 +219,11 @@ public enum SFrameCipher {
         metadata: ArraySlice<UInt8>,
         counter: UInt64,
         material: SFrameKeyMaterial,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self,
         appendingTo output: inout [UInt8]
     ) {
-        // A 32-byte key always makes a context, and sealing into a sized buffer cannot fail.
-        guard let key = SFrameKeyContext(material: material) else {
+        // A 32-byte key always makes a cipher, and sealing into a sized buffer cannot fail.
+        guard let key = SFrameKeyContext(material: material, cipher: cipher) else {
             preconditionFailure("AES-256-GCM context setup failed")
         }
         let header = SFrameHeader(keyID: material.keyID, counter: counter)
@@ -284,6 +285,7 @@ public enum SFrameCipher {
         _ sealed: ArraySlice<UInt8>,
         metadata: ArraySlice<UInt8>,
         codec: MediaCodec,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self,
         material: (UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial
     ) throws(FrameDecryptionError) -> (plaintext: [UInt8], header: SFrameHeader) {
         let result = sealed.withUnsafeBytes { sealedBytes in
@@ -300,7 +302,7 @@ public enum SFrameCipher {
                             codec: codec,
                             key: { (keyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
                                 let keys = try material(keyID)
-                                guard let context = SFrameKeyContext(material: keys) else {
+                                guard let context = SFrameKeyContext(material: keys, cipher: cipher) else {
                                     throw FrameDecryptionError(
                                         .authenticationFailed,
                                         codec: codec,

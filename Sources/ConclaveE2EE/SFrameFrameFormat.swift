@@ -55,13 +55,14 @@ public enum SFrameFrameFormat {
         _ frame: [UInt8],
         codec: MediaCodec,
         material: SFrameKeyMaterial,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self,
         nextCounter: () throws(FrameEncryptionError) -> UInt64
     ) throws(FrameEncryptionError) -> [UInt8] {
-        guard let key = SFrameKeyContext(material: material) else { throw .cipherFailed(codec: codec) }
+        guard let key = SFrameKeyContext(material: material, cipher: cipher) else { throw .cipherFailed(codec: codec) }
         return try seal(frame, codec: codec, key: key, nextCounter: nextCounter)
     }
 
-    /// `seal(_:codec:material:nextCounter:)` with a context kept for the key id.
+    /// `seal(_:codec:material:cipher:nextCounter:)` with a cipher kept for the key id.
     ///
     /// Each output is allocated once at its final size and the cipher writes into it directly.
     static func seal(
@@ -209,17 +210,18 @@ public enum SFrameFrameFormat {
     public static func open(
         _ frame: [UInt8],
         codec: MediaCodec,
+        cipher: any FrameCipher.Type = SwiftCryptoFrameCipher.self,
         material: (UInt64) throws(FrameDecryptionError) -> SFrameKeyMaterial
     ) throws(FrameDecryptionError) -> [UInt8] {
         try open(frame, codec: codec) { (keyID: UInt64) throws(FrameDecryptionError) -> SFrameKeyContext in
-            guard let key = SFrameKeyContext(material: try material(keyID)) else {
+            guard let key = SFrameKeyContext(material: try material(keyID), cipher: cipher) else {
                 throw FrameDecryptionError(.authenticationFailed, codec: codec, "AES-256-GCM context setup failed")
             }
             return key
         }
     }
 
-    /// `open(_:codec:material:)` with contexts kept per key id. Plaintext is written straight into
+    /// `open(_:codec:cipher:material:)` with ciphers kept per key id. Plaintext is written straight into
     /// the output, which is never longer than the frame.
     static func open(
         _ frame: [UInt8],

@@ -1,4 +1,3 @@
-internal import CConclaveShims
 internal import CNice
 import Dispatch
 import Glibc
@@ -142,13 +141,8 @@ final class GLibEventLoop: @unchecked Sendable {
 
     /// Lets datagrams gather before the thread wakes to read them (see ``ReceiveBatching``): the
     /// thread's poll function sleeps before blocking. Installed on the thread, whose state it is.
-    func batchReceives(_ batching: ReceiveBatching) {
-        let maximum = batching.maximumDelay.components
-        let microseconds = maximum.seconds * 1_000_000 + maximum.attoseconds / 1_000_000_000_000
-        let budget = guint(clamping: max(batching.datagramBudget, 1))
-        execute { [self] in
-            cshim_receive_batching_install(context, gint64(microseconds), budget)
-        }
+    func batchReceives(_ batching: ReceiveBatchingPoll) {
+        execute { [self] in batching.install(on: context) }
     }
 
     /// Whether shutdown has begun (repeating work then stops).

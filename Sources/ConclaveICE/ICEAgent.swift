@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CNice
+internal import CNiceShims
 import Logging
 import Synchronization
 
@@ -119,17 +119,18 @@ public actor ICEAgent {
             of: [UInt8].self,
             bufferingPolicy: .bufferingNewest(1024)
         )
+        let batching = configuration.receiveBatching.map(ReceiveBatchingPoll.init)
         let callbacks = NiceCallbacks(
             logger: logger,
             candidates: candidatesContinuation,
             states: statesContinuation,
             datagrams: datagramsContinuation,
             datagramHandler: datagramHandler,
-            receiveBatching: configuration.receiveBatching
+            receiveBatching: batching
         )
 
         let loop = try GLibEventLoop(name: "conclave.ice")
-        if let batching = configuration.receiveBatching {
+        if let batching {
             loop.batchReceives(batching)
         }
         var options = NICE_AGENT_OPTION_ICE_TRICKLE.rawValue | NICE_AGENT_OPTION_CONSENT_FRESHNESS.rawValue

@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CNice
+internal import CNiceShims
 import Synchronization
 
 /// Owns the `NiceAgent` and the callbacks its C side points to.

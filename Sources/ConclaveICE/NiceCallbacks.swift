@@ -1,4 +1,3 @@
-internal import CConclaveShims
 internal import CNice
 import Logging
 import Synchronization
@@ -16,9 +15,9 @@ final class NiceCallbacks: Sendable {
     let state = Mutex(ICEConnectionState.disconnected)
     /// The pair libnice selected last, nil before one is.
     let selectedPair = Mutex<ICESelectedPair?>(nil)
-    /// Receive batching, if on: datagrams are counted for its rate estimate, and the selected
-    /// pair's socket gets its larger receive buffer.
-    let receiveBatching: ReceiveBatching?
+    /// Receive batching, if on: datagrams are counted for its rate estimate (on the loop thread,
+    /// which owns it), and the selected pair's socket gets its larger receive buffer.
+    let receiveBatching: ReceiveBatchingPoll?
     /// Fires on each local candidate, at the end of gathering and on closing: what a wait for
     /// the candidates gathered so far wakes on (`localCandidates` has one reader, the trickle).
     let candidateChanges = ChangeSignal()
@@ -29,7 +28,7 @@ final class NiceCallbacks: Sendable {
         states: AsyncStream<ICEConnectionState>.Continuation,
         datagrams: AsyncStream<[UInt8]>.Continuation,
         datagramHandler: (@Sendable (UnsafeRawBufferPointer) -> Void)?,
-        receiveBatching: ReceiveBatching? = nil
+        receiveBatching: ReceiveBatchingPoll? = nil
     ) {
         self.receiveBatching = receiveBatching
         self.logger = logger
@@ -130,8 +129,8 @@ let onSelectedPair:
         callbacks.selectedPair.withLock { $0 = pair }
         callbacks.logger.debug("ICE selected pair", metadata: ["local": "\(pair.local)", "remote": "\(pair.remote)"])
         if let batching = callbacks.receiveBatching {
-            let bytes = gint(clamping: batching.receiveBufferBytes)
-            let size = cshim_nice_grow_receive_buffer(agent, stream, component, bytes)
+            let bytes = Int32(clamping: batching.settings.receiveBufferBytes)
+            let size = growReceiveBuffer(agent: agent, stream: stream, component: component, bytes: bytes) ?? -1
             callbacks.logger.debug("receive buffer", metadata: ["asked": "\(bytes)", "bytes": "\(size)"])
         }
     }
@@ -141,7 +140,7 @@ let onSelectedPair:
 let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
     guard let buffer, let callbacks = NiceCallbacks.from(data) else { return }
     let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
-    if callbacks.receiveBatching != nil { cshim_receive_batching_count() }
+    callbacks.receiveBatching?.countDatagram()
     if let handler = callbacks.datagramHandler {
         handler(bytes)
     } else {

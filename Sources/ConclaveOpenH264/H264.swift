@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import COpenH264
+internal import COpenH264Shims
 public import ConclaveCore
 
 /// An openh264 failure, with the operation and the library's return code.

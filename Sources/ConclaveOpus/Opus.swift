@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import COpus
+internal import COpusShims
 public import ConclaveCore
 
 /// A libopus failure, with the operation that failed and libopus's own explanation.

@@ -1,7 +1,7 @@
 /// An SRTP protection profile negotiated through DTLS-SRTP (RFC 5764 section 4.1.2).
 ///
 /// The raw value is the IANA "DTLS-SRTP Protection Profile" identifier, the same number
-/// `ConclaveDTLS` reports, so the two modules agree without depending on each other.
+/// `ConclaveOpenSSL` reports, so the two modules agree without depending on each other.
 public enum SRTPProfile: UInt16, Sendable, CaseIterable, CustomStringConvertible {
     /// AES-128 in counter mode with an 80-bit HMAC-SHA1 tag (RFC 3711). Every WebRTC stack has it.
     case aes128CMHMACSHA1_80 = 0x0001

@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CSRTP
+internal import CSRTPShims
 import Synchronization
 
 /// `srtp_init` must run exactly once per process before any session is created; a global's
@@ -41,7 +41,7 @@ public final class SRTPSession: Sendable {
     }
 
     /// Creates a session from a master key followed by its master salt, as laid out by
-    /// `SRTPKeyingMaterial` in ConclaveDTLS (key ‖ salt, RFC 5764 section 4.2).
+    /// `SRTPKeyingMaterial` in ConclaveOpenSSL (key ‖ salt, RFC 5764 section 4.2).
     public init(profile: SRTPProfile, direction: Direction, keyAndSalt: [UInt8]) throws(SRTPError) {
         guard libraryStatus == srtp_err_status_ok.rawValue else {
             throw SRTPError(operation: "srtp_init", code: .other(status: Int32(bitPattern: libraryStatus)))

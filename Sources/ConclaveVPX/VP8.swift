@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import CVPX
+internal import CVPXShims
 public import ConclaveCore
 
 /// A libvpx failure, with the operation and libvpx's reason (including its detail string if any).

@@ -2,6 +2,7 @@ import Conclave
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveOpenSSL
 import ConclaveOpus
 import ConclaveRecorder
 import ConclaveTestSupport
@@ -63,8 +64,16 @@ struct PatternPublisher {
         return PatternPublisher(
             publisher: publisher,
             frames: frames,
-            videoEncryptor: crypto?.makeEncryptor(codec: codec, senderID: publisher.feedID),
-            audioEncryptor: crypto?.makeEncryptor(codec: .opus, senderID: publisher.feedID)
+            videoEncryptor: crypto?.makeEncryptor(
+                codec: codec,
+                senderID: publisher.feedID,
+                cipher: OpenSSLFrameCipher.self
+            ),
+            audioEncryptor: crypto?.makeEncryptor(
+                codec: .opus,
+                senderID: publisher.feedID,
+                cipher: OpenSSLFrameCipher.self
+            )
         )
     }
 

@@ -2,6 +2,7 @@ import Conclave
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveOpenSSL
 import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
@@ -97,7 +98,7 @@ final class OnDemandKeyframePublisher: Sendable {
         func encryptor(_ key: CallKey) -> FrameEncryptor {
             let crypto = CallFrameCrypto(callID: callID, format: .ecall, logger: logger)
             crypto.keyRing.install(key, epoch: 0)
-            return crypto.makeEncryptor(codec: .h264, senderID: feedID)
+            return crypto.makeEncryptor(codec: .h264, senderID: feedID, cipher: OpenSSLFrameCipher.self)
         }
         let wrong = encryptor(CallKey.random())
         let right = encryptor(callKey)

@@ -2,6 +2,7 @@ import Conclave
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveOpenSSL
 import ConclaveRecorder
 import Foundation
 import JanusClient
@@ -270,13 +271,13 @@ struct EncryptedPublisher {
         crypto.keyRing.install(key, epoch: 0)
         let video = MediaSender(
             source: try FileMediaSource(path: media, codec: .vp8, loop: true),
-            encryptor: crypto.makeEncryptor(codec: .vp8, senderID: publisher.feedID),
+            encryptor: crypto.makeEncryptor(codec: .vp8, senderID: publisher.feedID, cipher: OpenSSLFrameCipher.self),
             publisher: publisher,
             logger: logger
         )
         let audio = MediaSender(
             source: try FileMediaSource(path: media, codec: .opus, loop: true),
-            encryptor: crypto.makeEncryptor(codec: .opus, senderID: publisher.feedID),
+            encryptor: crypto.makeEncryptor(codec: .opus, senderID: publisher.feedID, cipher: OpenSSLFrameCipher.self),
             publisher: publisher,
             logger: logger
         )

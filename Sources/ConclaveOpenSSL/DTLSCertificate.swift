@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import COpenSSL
+internal import COpenSSLShims
 
 /// A fresh ECDSA P-256 key and self-signed certificate for DTLS-SRTP.
 ///

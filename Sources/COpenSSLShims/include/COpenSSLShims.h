@@ -1,5 +1,7 @@
 #pragma once
-// OpenSSL 3 shims (owner: ConclaveDTLS).
+// OpenSSL 3 shims, used only by ConclaveOpenSSL.
+// Like every shim target: only macros and variadics turned into typed functions or constants,
+// named `cshim_<C name>`; no state, no policy.
 #include <openssl/ssl.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>

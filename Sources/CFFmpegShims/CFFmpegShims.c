@@ -1,4 +1,4 @@
-#include "shims_av.h"
+#include "CFFmpegShims.h"
 #include <errno.h>
 
 int cshim_AVERROR_EOF(void) { return AVERROR_EOF; }

@@ -1,10 +1,11 @@
 internal import COpenSSL
-import Foundation
+import ConclaveE2EE
 
-/// AES-256-GCM under one key, with the key schedule set up once and reused for every frame, sealing
-/// and opening straight between caller-owned buffers.
+/// ConclaveE2EE's ``FrameCipher`` on OpenSSL 3: AES-256-GCM under one key, with the key schedule
+/// set up once and reused for every frame, sealing and opening straight between caller-owned
+/// buffers. The composition layer, the recorder and `bench/e2ee` use it.
 ///
-/// Why OpenSSL here when the rest of this module uses swift-crypto: frame crypto must reach at least
+/// Why OpenSSL when ConclaveE2EE's default is swift-crypto: frame crypto must reach at least
 /// 70% of `openssl speed -evp aes-256-gcm` at 16 kB, and swift-crypto's `AES.GCM` cannot. Profiling
 /// `bench/e2ee` (`perf record -e cpu-clock -g`, 16 kB `ecall` audio path) showed that of the time in
 /// `AES.GCM.seal` only a third was the cipher: each call sets up a new key schedule and GHASH table,
@@ -21,21 +22,19 @@ import Foundation
 /// have VAES, so the `ecall` paths opened at 87–104% of OpenSSL even so, the `sframe` paths (a
 /// combined box built per unit) at 58–73%. Opening uses this context too (83–100%), so both
 /// directions share one implementation and one key setup per key, including the up to three keys
-/// an `ecall` frame may be tried with. OpenSSL 3 is already linked for DTLS; swift-crypto stays for
-/// key wrapping, HKDF and the nonce generator.
+/// an `ecall` frame may be tried with. OpenSSL 3 is already linked for DTLS, and this module is its
+/// one owner; swift-crypto stays for key wrapping, HKDF and the nonce generator.
+///
+/// Output is byte-identical to ``SwiftCryptoFrameCipher``'s for the same key, nonce and AAD.
 ///
 /// Not thread-safe: each instance belongs to one stage and is used under that stage's lock.
-final class AESGCMContext {
-    static let keyLength = 32
-    static let nonceLength = 12
-    static let tagLength = 16
-
+public final class OpenSSLFrameCipher: FrameCipher {
     /// The `EVP_CIPHER_CTX`, keyed at creation.
     private let context: OpaquePointer
 
     /// A context for the 32-byte `key`; nil when `key` is not 32 bytes or OpenSSL fails.
-    init?(key: UnsafeRawBufferPointer) {
-        guard key.count == Self.keyLength, let keyBase = key.baseAddress,
+    public init?(key: UnsafeRawBufferPointer) {
+        guard key.count == AES256GCM.keyLength, let keyBase = key.baseAddress,
             let context = EVP_CIPHER_CTX_new()
         else { return nil }
         // Fetched once per context: OpenSSL 3 would otherwise look the cipher up on every init.
@@ -53,21 +52,11 @@ final class AESGCMContext {
         self.context = context
     }
 
-    /// A context for the key in `bytes`; nil unless they are 32 bytes.
-    static func make(key bytes: some ContiguousBytes) -> AESGCMContext? {
-        bytes.withUnsafeBytes { AESGCMContext(key: $0) }
-    }
-
-    /// A context for a call key.
-    static func make(key: CallKey) -> AESGCMContext? {
-        key.withUnsafeBytes { AESGCMContext(key: $0) }
-    }
-
     deinit { EVP_CIPHER_CTX_free(context) }
 
     /// Encrypts `plaintext` into `ciphertext` (same length, may not overlap) and writes the 16-byte
     /// tag to `tag`, authenticating `aad`. False only if OpenSSL reports an error.
-    func seal(
+    public func seal(
         nonce: UnsafeRawPointer,
         aad: UnsafeRawBufferPointer,
         plaintext: UnsafeRawBufferPointer,
@@ -100,7 +89,7 @@ final class AESGCMContext {
         }
         guard EVP_EncryptFinal_ex(context, output + total, &written) == 1,
             total + Int(written) == plaintext.count,
-            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagLength), tag) == 1
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(AES256GCM.tagLength), tag) == 1
         else { return false }
         return true
     }
@@ -108,7 +97,7 @@ final class AESGCMContext {
     /// Decrypts `ciphertext` into `plaintext` (same length, may not overlap) and checks `tag` over
     /// `aad` and the ciphertext. False when the tag does not verify; `plaintext` then holds
     /// unauthenticated bytes the caller must discard.
-    func open(
+    public func open(
         nonce: UnsafeRawPointer,
         aad: UnsafeRawBufferPointer,
         ciphertext: UnsafeRawBufferPointer,
@@ -144,7 +133,7 @@ final class AESGCMContext {
             EVP_CIPHER_CTX_ctrl(
                 context,
                 EVP_CTRL_GCM_SET_TAG,
-                Int32(Self.tagLength),
+                Int32(AES256GCM.tagLength),
                 UnsafeMutableRawPointer(mutating: tag)
             )
                 == 1

@@ -1,5 +1,5 @@
-internal import CConclaveShims
 internal import COpenSSL
+internal import COpenSSLShims
 import Logging
 
 /// The OpenSSL side of `DTLSTransport`: not thread-safe, always used under the transport's lock.

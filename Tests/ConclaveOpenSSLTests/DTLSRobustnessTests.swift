@@ -1,7 +1,7 @@
 import ConclaveTestSupport
 import Testing
 
-@testable import ConclaveDTLS
+@testable import ConclaveOpenSSL
 
 @Suite("DTLS input robustness")
 struct DTLSRobustnessTests {

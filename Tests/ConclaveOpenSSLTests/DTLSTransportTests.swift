@@ -1,6 +1,6 @@
 import Testing
 
-@testable import ConclaveDTLS
+@testable import ConclaveOpenSSL
 
 @Suite("DTLS-SRTP handshake in memory")
 struct DTLSTransportTests {

@@ -1,4 +1,4 @@
-#include "CConclaveShims.h"
+#include "COpenSSLShims.h"
 
 long cshim_BIO_set_mem_eof_return(BIO *bio, int value) { return BIO_set_mem_eof_return(bio, value); }
 long cshim_DTLSv1_get_timeout(SSL *ssl, struct timeval *timeout) { return DTLSv1_get_timeout(ssl, timeout); }

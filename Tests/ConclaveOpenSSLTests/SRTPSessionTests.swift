@@ -1,4 +1,4 @@
-import ConclaveDTLS
+import ConclaveOpenSSL
 import ConclaveSRTP
 import ConclaveTestSupport
 import Testing

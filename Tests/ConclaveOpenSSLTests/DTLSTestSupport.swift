@@ -1,4 +1,4 @@
-import ConclaveDTLS
+import ConclaveOpenSSL
 import ConclaveTestSupport
 import Logging
 import Synchronization

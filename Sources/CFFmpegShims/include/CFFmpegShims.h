@@ -1,5 +1,7 @@
 #pragma once
 // Shims for libavformat/libavcodec/libavutil, used only by ConclaveAV.
+// Like every shim target: only macros and variadics turned into typed functions or constants,
+// named `cshim_<C name>`; no state, no policy.
 //
 // FFmpeg's error codes (AVERROR_EOF, AVERROR(EAGAIN), ...) are function-like macros built from
 // FFERRTAG, which Swift does not import; each one we compare against is exposed as a function.

@@ -1,6 +1,6 @@
-// DTLS-SRTP end to end over two real ICE agents on 127.0.0.1.
-import ConclaveDTLS
 import ConclaveICE
+// DTLS-SRTP end to end over two real ICE agents on 127.0.0.1.
+import ConclaveOpenSSL
 import ConclaveSRTP
 import Logging
 import Synchronization
