@@ -71,7 +71,7 @@ let package = Package(
         ),
         .target(
             name: "ConclaveICE",
-            dependencies: ["CNice", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ConclaveSDP", "CNice", "CConclaveShims", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "ConclaveDTLS",
