@@ -34,11 +34,6 @@ public enum H264AnnexB {
         units(in: data, rule: rule) { _ in }
     }
 
-    /// The NAL units of part of an array, with offsets in the array's indices.
-    public static func units(in data: ArraySlice<UInt8>, rule: CutRule = .everyStartCode) -> [H264NALUnit] {
-        data.withUnsafeBufferPointer { scan($0, offset: data.startIndex, rule: rule) { _ in } }
-    }
-
     /// `units(in:rule:)`, also handing `otherTriple` the offset of every `00 00 0x` (x <= 3) the
     /// scan passes that does not begin a start code, so a caller that looks for emulation-prevention
     /// escapes (`00 00 03`) needs no second pass over the frame.

@@ -11,20 +11,15 @@
 /// The `sframe` format escapes its sealed bytes with it, and the recorder unescapes an SPS to read
 /// the picture size.
 public enum H264EmulationPrevention {
-    /// Appends `input` with a `03` inserted wherever `00 00` is followed by a byte of 0–3.
-    ///
-    /// Zero bytes are rare in ciphertext, so the scan jumps from zero to zero with `memchr` and copies
-    /// the runs between them in bulk.
-    public static func escape(_ input: [UInt8], into output: inout [UInt8]) {
-        escape(input[...], into: &output)
-    }
-
     /// Whether `escape` would insert anything into `input`: some `00 00` followed by 0–3.
     public static func needsEscape(_ input: UnsafeRawBufferPointer) -> Bool {
         ZeroZeroLow.first(in: input, from: 0, to: input.count) != nil
     }
 
-    /// `escape` for part of an array.
+    /// Appends `input` with a `03` inserted wherever `00 00` is followed by a byte of 0–3.
+    ///
+    /// Zero bytes are rare in ciphertext, so the scan jumps from zero to zero with `memchr` and copies
+    /// the runs between them in bulk.
     public static func escape(_ input: ArraySlice<UInt8>, into output: inout [UInt8]) {
         output.reserveCapacity(output.count + input.count + input.count / 64 + 4)
         input.withUnsafeBufferPointer { buffer in

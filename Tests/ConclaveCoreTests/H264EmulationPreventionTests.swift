@@ -40,7 +40,7 @@ import Testing
                     UInt8.random(in: 0...7, using: &generator) < 5 ? 0 : UInt8.random(in: 0...4, using: &generator)
                 } + [0x80]
             var escaped: [UInt8] = []
-            H264EmulationPrevention.escape(input, into: &escaped)
+            H264EmulationPrevention.escape(input[...], into: &escaped)
             for index in 0..<max(0, escaped.count - 2) {
                 #expect(!(escaped[index] == 0 && escaped[index + 1] == 0 && escaped[index + 2] <= 2))
             }
