@@ -79,7 +79,7 @@ let package = Package(
         ),
         .target(
             name: "ConclaveICE",
-            dependencies: ["CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ConclaveSDP", "CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
         ),
         // OpenSSL's one owner: DTLS and the AES-256-GCM frame cipher.
         .target(

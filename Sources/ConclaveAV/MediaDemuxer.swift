@@ -55,7 +55,7 @@ public final class MediaDemuxer {
     public let streams: [MediaStreamInfo]
     let context: UnsafeMutablePointer<AVFormatContext>
     private let packet: UnsafeMutablePointer<AVPacket>
-    private var converters: [Int: AVCCConverter] = [:]
+    private var avccConfigurations: [Int: H264AVCC.DecoderConfiguration] = [:]
     private var firstPTS: [Int: Int64] = [:]
 
     /// Opens and probes a file; fails naming the file and FFmpeg's reason.
@@ -112,7 +112,9 @@ public final class MediaDemuxer {
             )
             if codec == .h264, let extradata = parameters.pointee.extradata, parameters.pointee.extradata_size > 0 {
                 let bytes = Array(UnsafeBufferPointer(start: extradata, count: Int(parameters.pointee.extradata_size)))
-                if let converter = AVCCConverter(extradata: bytes) { converters[index] = converter }
+                if let configuration = H264AVCC.DecoderConfiguration(extradata: bytes) {
+                    avccConfigurations[index] = configuration
+                }
             }
         }
         self.streams = streams
@@ -148,11 +150,16 @@ public final class MediaDemuxer {
             let stream = streams[index]
             var bytes = Array(UnsafeBufferPointer(start: data, count: Int(packet.pointee.size)))
             let isKey = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
-            if let converter = converters[index] {
-                guard let converted = converter.annexB(bytes, keyframe: isKey) else {
-                    throw MediaFileError(path: path, kind: .malformed, reason: "H264 sample with a bad NAL length")
+            if let configuration = avccConfigurations[index] {
+                do {
+                    bytes = try configuration.annexB(bytes, keyframe: isKey)
+                } catch {
+                    throw MediaFileError(
+                        path: path,
+                        kind: .malformed,
+                        reason: "H264 sample with a bad NAL length: \(error)"
+                    )
                 }
-                bytes = converted
             } else if stream.codec == .h264 {
                 bytes = H264AnnexB.withFourByteStartCodes(bytes)
             }

@@ -38,12 +38,12 @@ public enum ECallFrameFormat {
 
     /// `sealH264(_:key:cipher:)` with a cipher kept for the key.
     static func sealH264(_ frame: [UInt8], context: any FrameCipher) throws(FrameEncryptionError) -> [UInt8] {
-        guard H264FrameParser.isAnnexB(frame) else {
+        guard H264AnnexB.startsWithStartCode(frame) else {
             throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
         }
-        var slice: NALUnitRange?
+        var slice: H264NALUnit?
         var sliceCount = 0
-        for unit in H264FrameParser.annexBUnits(in: frame) where unit.isECallSlice {
+        for unit in H264AnnexB.units(in: frame, rule: .ecall) where unit.type.isSlice {
             sliceCount += 1
             if slice == nil { slice = unit }
         }
@@ -143,7 +143,7 @@ public enum ECallFrameFormat {
         throws(FrameDecryptionError) -> [UInt8]
     {
         // Depacketized frames are always Annex-B (ECall's AVCC branch only matters inside iOS).
-        let units = H264FrameParser.isAnnexB(frame) ? H264FrameParser.annexBUnits(in: frame) : []
+        let units = H264AnnexB.startsWithStartCode(frame) ? H264AnnexB.units(in: frame, rule: .ecall) : []
         guard !units.isEmpty else {
             throw FrameDecryptionError(
                 .malformedHeader,
@@ -152,7 +152,7 @@ public enum ECallFrameFormat {
                 "no Annex-B NAL units in \(frame.count) bytes"
             )
         }
-        guard units.contains(where: \.isECallSlice) else {
+        guard units.contains(where: \.type.isSlice) else {
             // Parameter sets, SEI and delimiters travel in clear in ECall; anything else is not H264.
             if let odd = units.first(where: { !clearNALTypes.contains($0.type) }) {
                 throw FrameDecryptionError(
@@ -178,7 +178,7 @@ public enum ECallFrameFormat {
                 }
                 var copied = 0
                 var written = 0
-                for slice in units where slice.isECallSlice {
+                for slice in units where slice.type.isSlice {
                     let regionStart = slice.headerIndex + clearSliceBytes
                     guard regionStart < slice.end else { continue }
                     guard slice.end - regionStart >= sealOverhead else {
@@ -229,7 +229,9 @@ public enum ECallFrameFormat {
 
     /// NAL types ECall leaves clear and that may make up a frame on their own: SEI, SPS, PPS, AUD,
     /// end of sequence/stream, filler.
-    static let clearNALTypes: Set<UInt8> = [6, 7, 8, 9, 10, 11, 12]
+    static let clearNALTypes: Set<H264NALUnitType> = [
+        .sei, .sps, .pps, .accessUnitDelimiter, .endOfSequence, .endOfStream, .fillerData,
+    ]
 
     // MARK: Audio
 

@@ -42,7 +42,9 @@ public struct SFrameKeyID: Sendable, Hashable, CustomStringConvertible {
 public enum SFrameFrameFormat {
     /// NAL types sent in clear: parameter sets and delimiters carry no picture content and an SFU or
     /// recorder may need them.
-    static func isClearNALType(_ type: UInt8) -> Bool { type == 7 || type == 8 || type == 9 }
+    static func isClearNALType(_ type: H264NALUnitType) -> Bool {
+        type == .sps || type == .pps || type == .accessUnitDelimiter
+    }
     /// Appended to each sealed H264 unit before escaping, removed after unescaping.
     static let h264StopByte: UInt8 = 0x80
 
@@ -114,10 +116,10 @@ public enum SFrameFrameFormat {
         key: SFrameKeyContext,
         nextCounter: () throws(FrameEncryptionError) -> UInt64
     ) throws(FrameEncryptionError) -> [UInt8] {
-        guard H264FrameParser.isAnnexB(frame) else {
+        guard H264AnnexB.startsWithStartCode(frame) else {
             throw .malformedFrame(codec: .h264, detail: "frame does not start with an Annex-B start code")
         }
-        let units = H264FrameParser.annexBUnits(in: frame)
+        let units = H264AnnexB.units(in: frame, rule: .ecall)
         var headers: [SFrameHeader] = []
         var count = 0
         for unit in units {
@@ -153,7 +155,7 @@ public enum SFrameFrameFormat {
                 let regionEnd = written + SFrameCipher.sealedLength(header: header, plaintextCount: payload.count) + 1
                 output.storeBytes(of: h264StopByte, toByteOffset: regionEnd - 1, as: UInt8.self)
                 if !needsEscape {
-                    needsEscape = EmulationPrevention.needsEscape(
+                    needsEscape = H264EmulationPrevention.needsEscape(
                         UnsafeRawBufferPointer(start: output + written, count: regionEnd - written)
                     )
                 }
@@ -179,7 +181,7 @@ public enum SFrameFrameFormat {
                     regionStart + SFrameCipher.sealedLength(header: headers[sealedIndex], plaintextCount: payloadCount)
                     + 1
                 sealedIndex += 1
-                EmulationPrevention.escape(unescaped[regionStart..<unitEnd], into: &output)
+                H264EmulationPrevention.escape(unescaped[regionStart..<unitEnd], into: &output)
             }
             position = unitEnd
         }
@@ -228,7 +230,7 @@ public enum SFrameFrameFormat {
         codec: MediaCodec,
         key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext
     ) throws(FrameDecryptionError) -> [UInt8] {
-        var units: [NALUnitRange] = []
+        var units: [H264NALUnit] = []
         var escapes: [Int] = []
         switch codec {
         case .opus:
@@ -247,9 +249,9 @@ public enum SFrameFrameFormat {
                 )
             }
         case .h264:
-            if H264FrameParser.isAnnexB(frame) {
+            if H264AnnexB.startsWithStartCode(frame) {
                 // One pass finds the units and any `00 00 03` escape (rare in ciphertext).
-                units = H264FrameParser.annexBUnits(in: frame) { pair in
+                units = H264AnnexB.units(in: frame, rule: .ecall) { pair in
                     if frame[pair + 2] == 3 { escapes.append(pair) }
                 }
             }
@@ -316,7 +318,7 @@ public enum SFrameFrameFormat {
     /// whether the unit is done (a clear one), so sealing and opening skip it.
     @inline(__always)
     private static func copyClearParts(
-        of unit: NALUnitRange,
+        of unit: H264NALUnit,
         from inputBase: UnsafeRawPointer,
         to output: UnsafeMutableRawPointer,
         written: inout Int
@@ -334,7 +336,7 @@ public enum SFrameFrameFormat {
     /// Opens the units of an H264 frame into `output`; returns the bytes written. `escapes` holds
     /// the offset of every `00 00 03` in the frame outside start codes.
     private static func openH264(
-        units: [NALUnitRange],
+        units: [H264NALUnit],
         escapes: [Int],
         input: UnsafeRawBufferPointer,
         key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,
@@ -348,7 +350,7 @@ public enum SFrameFrameFormat {
             let metadata = UnsafeRawBufferPointer(rebasing: input[unit.headerIndex...unit.headerIndex])
             // Escapes are rare in ciphertext: open the unit where it lies unless it has one.
             if escapes.contains(where: { $0 > unit.headerIndex && $0 < unit.end }) {
-                let sealed = EmulationPrevention.unescape(payload)
+                let sealed = H264EmulationPrevention.unescape(payload)
                 let opened = sealed.withUnsafeBytes { sealed in
                     Result { () throws(FrameDecryptionError) -> Int in
                         try openH264Unit(unit, sealed: sealed, metadata: metadata, key: key, to: output + written)
@@ -364,7 +366,7 @@ public enum SFrameFrameFormat {
 
     /// Opens one unescaped H264 unit payload (`SFrame header ‖ ciphertext ‖ tag ‖ 0x80`).
     private static func openH264Unit(
-        _ unit: NALUnitRange,
+        _ unit: H264NALUnit,
         sealed: UnsafeRawBufferPointer,
         metadata: UnsafeRawBufferPointer,
         key: (UInt64) throws(FrameDecryptionError) -> SFrameKeyContext,

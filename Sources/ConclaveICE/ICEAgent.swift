@@ -1,5 +1,6 @@
 internal import CNice
 internal import CNiceShims
+internal import ConclaveSDP
 import Logging
 import Synchronization
 
@@ -297,7 +298,12 @@ public actor ICEAgent {
     /// Adds one remote candidate, trickled or from the SDP (`candidate:...`, `a=` tolerated).
     public func addRemoteCandidate(_ line: String) throws(ICEError) {
         try checkOpen()
-        let parsed = try ICECandidateLine(parsing: line)
+        let parsed: ICECandidate
+        do {
+            parsed = try ICECandidate(parsingLine: line)
+        } catch {
+            throw .malformedCandidate(candidate: line, field: error.field.rawValue, reason: error.reason)
+        }
         guard parsed.component == 1 else {
             throw .unsupportedCandidate(candidate: line, reason: "component \(parsed.component) (rtcp-mux uses 1 only)")
         }
@@ -306,10 +312,10 @@ public actor ICEAgent {
         }
         var probe = NiceAddress()
         nice_address_init(&probe)
-        guard nice_address_set_from_string(&probe, String(parsed.address)) != 0 else {
+        guard nice_address_set_from_string(&probe, parsed.address) != 0 else {
             throw .unsupportedCandidate(candidate: line, reason: "address is a host name (mDNS?), not an IP address")
         }
-        guard let candidate = nice_agent_parse_remote_candidate_sdp(handle.agent, handle.streamID, parsed.normalized)
+        guard let candidate = nice_agent_parse_remote_candidate_sdp(handle.agent, handle.streamID, parsed.attributeLine)
         else { throw .malformedCandidate(candidate: line, field: "line", reason: "rejected by libnice's parser") }
         defer { nice_candidate_free(candidate) }
         let list = g_slist_append(nil, candidate)
@@ -426,7 +432,7 @@ public actor ICEAgent {
     private static func validate(_ value: String, field: String) throws(ICEError) {
         guard !value.isEmpty else { throw .invalidCredentials(field: field, reason: "empty") }
         guard value.count <= 256 else { throw .invalidCredentials(field: field, reason: "longer than 256 characters") }
-        guard value.allSatisfy(ICECandidateLine.isICEChar) else {
+        guard value.allSatisfy(ICECandidate.isICEChar) else {
             throw .invalidCredentials(field: field, reason: "characters outside ALPHA / DIGIT / + / /")
         }
     }

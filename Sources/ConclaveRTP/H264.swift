@@ -1,31 +1,9 @@
 import ConclaveCore
 
-/// H264 NAL unit types this module cares about (ITU-T H.264 Table 7-1, RFC 6184 Table 3).
-public enum H264NALType {
-    /// Coded slice of a non-IDR picture.
-    public static let slice: UInt8 = 1
-    /// Coded slice of an IDR picture: a decoder can start here.
-    public static let idr: UInt8 = 5
-    /// Supplemental enhancement information.
-    public static let sei: UInt8 = 6
-    /// Sequence parameter set.
-    public static let sps: UInt8 = 7
-    /// Picture parameter set.
-    public static let pps: UInt8 = 8
-    /// Access unit delimiter.
-    public static let aud: UInt8 = 9
-    /// Single-time aggregation packet (RFC 6184 §5.7.1).
-    public static let stapA: UInt8 = 24
-    /// Single-time aggregation packet with DON.
-    public static let stapB: UInt8 = 25
-    /// Multi-time aggregation packets.
-    public static let mtap16: UInt8 = 26
-    /// Multi-time aggregation packets, 24-bit offsets.
-    public static let mtap24: UInt8 = 27
-    /// Fragmentation unit without DON (RFC 6184 §5.8).
-    public static let fuA: UInt8 = 28
-    /// Fragmentation unit with DON.
-    public static let fuB: UInt8 = 29
+extension H264NALUnitType {
+    /// Whether an RTP payload whose first byte has this type is one whole NAL unit (RFC 6184 §5.2:
+    /// types 1...23); 24...29 are aggregation and fragmentation packets, 0, 30 and 31 reserved.
+    var isSingleNALUnitPacket: Bool { (1...23).contains(rawValue) }
 }
 
 /// Splits Annex-B access units into RTP payloads (RFC 6184 packetization-mode 1).
@@ -76,7 +54,7 @@ public struct H264Packetizer: Sendable {
                     forbidden |= accessUnit[r.lowerBound] & 0x80
                     nri = max(nri, accessUnit[r.lowerBound] & 0x60)
                 }
-                payload.append(forbidden | nri | H264NALType.stapA)
+                payload.append(forbidden | nri | H264NALUnitType.stapA.rawValue)
                 for r in nals[index...last] {
                     payload.appendBE16(UInt16(r.count))
                     payload.append(contentsOf: accessUnit[r])
@@ -96,8 +74,8 @@ public struct H264Packetizer: Sendable {
         for (n, size) in sizes.enumerated() {
             var payload: [UInt8] = []
             payload.reserveCapacity(2 + size)
-            payload.append((header & 0xE0) | H264NALType.fuA)
-            var fu = header & 0x1F
+            payload.append((header & 0xE0) | H264NALUnitType.fuA.rawValue)
+            var fu = H264NALUnitType(header: header).rawValue
             if n == 0 { fu |= 0x80 }
             if n == sizes.count - 1 { fu |= 0x40 }
             payload.append(fu)
@@ -117,7 +95,7 @@ public struct H264Packetizer: Sendable {
 public enum H264Depacketizer {
     /// Whether the payload begins a NAL unit: false only for an FU-A continuation fragment.
     static func beginsNAL(_ payload: ArraySlice<UInt8>) -> Bool {
-        guard payload.count >= 2, payload[payload.startIndex] & 0x1F == H264NALType.fuA else { return true }
+        guard payload.count >= 2, H264NALUnitType(header: payload[payload.startIndex]) == .fuA else { return true }
         return payload[payload.startIndex + 1] & 0x80 != 0
     }
 
@@ -135,7 +113,7 @@ public enum H264Depacketizer {
             let s = payload.startIndex
             guard s < payload.endIndex else { continue }
             let header = payload[s]
-            let type = header & 0x1F
+            let type = H264NALUnitType(header: header)
             // Some senders put Annex-B data (start codes included) in a packet instead of one bare
             // NAL unit; copy each unit it holds with our own start code.
             if payload.count >= 4, header == 0, payload[s + 1] == 0,
@@ -143,19 +121,19 @@ public enum H264Depacketizer {
             {
                 inFragment = false
                 for r in H264AnnexB.nalUnitRanges(payload) where !r.isEmpty {
-                    if payload[r.lowerBound] & 0x1F == H264NALType.idr { keyframe = true }
+                    if H264NALUnitType(header: payload[r.lowerBound]) == .idrSlice { keyframe = true }
                     out.append(contentsOf: H264AnnexB.startCode)
                     out.append(contentsOf: payload[r])
                 }
                 continue
             }
             switch type {
-            case 1...23:
+            case _ where type.isSingleNALUnitPacket:
                 inFragment = false
-                if type == H264NALType.idr { keyframe = true }
+                if type == .idrSlice { keyframe = true }
                 out.append(contentsOf: H264AnnexB.startCode)
                 out.append(contentsOf: payload)
-            case H264NALType.stapA:
+            case .stapA:
                 inFragment = false
                 var i = s + 1
                 while i < payload.endIndex {
@@ -168,13 +146,13 @@ public enum H264Depacketizer {
                         throw DepacketizationError(codec: .h264, reason: .truncated, packetIndex: index, offset: i - s)
                     }
                     if size > 0 {
-                        if payload[i] & 0x1F == H264NALType.idr { keyframe = true }
+                        if H264NALUnitType(header: payload[i]) == .idrSlice { keyframe = true }
                         out.append(contentsOf: H264AnnexB.startCode)
                         out.append(contentsOf: payload[i..<(i + size)])
                     }
                     i += size
                 }
-            case H264NALType.fuA:
+            case .fuA:
                 guard payload.count >= 2 else {
                     throw DepacketizationError(codec: .h264, reason: .truncated, packetIndex: index, offset: 1)
                 }
@@ -182,8 +160,8 @@ public enum H264Depacketizer {
                 let isStart = fu & 0x80 != 0
                 let isEnd = fu & 0x40 != 0
                 if isStart {
-                    let nalHeader = (header & 0xE0) | (fu & 0x1F)
-                    if nalHeader & 0x1F == H264NALType.idr { keyframe = true }
+                    let nalHeader = (header & 0xE0) | H264NALUnitType(header: fu).rawValue
+                    if H264NALUnitType(header: nalHeader) == .idrSlice { keyframe = true }
                     out.append(contentsOf: H264AnnexB.startCode)
                     out.append(nalHeader)
                     inFragment = true
@@ -197,10 +175,10 @@ public enum H264Depacketizer {
                 }
                 out.append(contentsOf: payload[(s + 2)...])
                 if isEnd { inFragment = false }
-            case H264NALType.stapB, H264NALType.mtap16, H264NALType.mtap24, H264NALType.fuB:
+            case .stapB, .mtap16, .mtap24, .fuB:
                 throw DepacketizationError(
                     codec: .h264,
-                    reason: .unsupportedNALType(type),
+                    reason: .unsupportedNALType(type.rawValue),
                     packetIndex: index,
                     offset: 0
                 )

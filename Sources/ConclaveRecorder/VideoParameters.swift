@@ -40,9 +40,8 @@ public struct VideoDimensions: Sendable, Hashable, Codable, CustomStringConverti
     /// SPSs with scaling matrices are not parsed (nil); the caller falls back to a default size,
     /// which only affects the container header, not decoding.
     static func h264(_ bytes: [UInt8]) -> VideoDimensions? {
-        guard let sps = H264AnnexB.nalUnits(in: bytes).first(where: { $0.type == H264AnnexB.NALType.sps.rawValue })
-        else { return nil }
-        var reader = ExpGolombReader(bytes: removingEmulationPrevention(Array(sps.payload.dropFirst())))
+        guard let sps = H264AnnexB.units(in: bytes).first(where: { $0.type == .sps }) else { return nil }
+        var reader = ExpGolombReader(bytes: H264EmulationPrevention.unescape(bytes[sps.payloadRange]))
         func bits(_ count: Int) -> UInt32? {
             var value: UInt32 = 0
             for _ in 0..<count {
@@ -94,21 +93,5 @@ public struct VideoDimensions: Sendable, Hashable, Codable, CustomStringConverti
         let height = fieldFactor * (Int(heightUnits) + 1) * 16 - (Int(crop.top) + Int(crop.bottom)) * cropY
         guard width > 0, height > 0, width <= 16_384, height <= 16_384 else { return nil }
         return VideoDimensions(width: width, height: height)
-    }
-
-    /// Drops the 0x03 of every 00 00 03 sequence (H.264 7.4.1).
-    static func removingEmulationPrevention(_ bytes: [UInt8]) -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count)
-        var zeros = 0
-        for byte in bytes {
-            if zeros >= 2, byte == 3 {
-                zeros = 0
-                continue
-            }
-            zeros = byte == 0 ? zeros + 1 : 0
-            output.append(byte)
-        }
-        return output
     }
 }

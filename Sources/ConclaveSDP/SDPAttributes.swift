@@ -480,7 +480,7 @@ extension SDPAttributeContainer {
             do {
                 result.append(try ICECandidate(parsing: a.value ?? ""))
             } catch {
-                throw SDPError(error.reason, line: a.line, text: "a=\(a.text)")
+                throw SDPError(.invalidField("candidate \(error.field.rawValue)"), line: a.line, text: "a=\(a.text)")
             }
         }
         return result

@@ -49,7 +49,7 @@ struct PythonInteropTests {
         if codecFramesContainIDR(frames) {
             // The IDR frame kept SPS and PPS in clear.
             let idr = hex(frames[0]["sealed"]!)
-            #expect(H264FrameParser.annexBUnits(in: idr).map(\.type) == [7, 8, 5])
+            #expect(H264AnnexB.units(in: idr, rule: .ecall).map(\.type) == [.sps, .pps, .idrSlice])
         }
     }
 

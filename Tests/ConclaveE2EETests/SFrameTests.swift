@@ -76,31 +76,14 @@ struct SFrameTests {
         }
     }
 
-    @Test("emulation prevention removes every start code and round-trips")
-    func emulationPrevention() {
-        var rng = SeededGenerator(seed: 7)
-        for _ in 0..<500 {
-            // Zero-heavy input, where start codes are frequent.
-            let input = (0..<Int.random(in: 0...200, using: &rng)).map { _ in
-                UInt8.random(in: 0...7, using: &rng) < 5 ? 0 : UInt8.random(in: 0...4, using: &rng)
-            }
-            var escaped = [UInt8]()
-            EmulationPrevention.escape(input + [SFrameFrameFormat.h264StopByte], into: &escaped)
-            for index in 0..<max(0, escaped.count - 2) {
-                #expect(!(escaped[index] == 0 && escaped[index + 1] == 0 && escaped[index + 2] <= 2))
-            }
-            #expect(EmulationPrevention.unescape(escaped[...]) == input + [SFrameFrameFormat.h264StopByte])
-        }
-    }
-
     @Test("sframe H264: every slice of a multi-slice frame is sealed, NAL headers stay clear")
     func multiSliceH264() throws {
         var rng = SeededGenerator(seed: 11)
         let plain = idrFrame(&rng, sliceSize: 800) + nalUnit(header: 0x65, size: 700, using: &rng)
         let call = makeCall(format: .sframe)
         let sealed = try call.makeEncryptor(codec: .h264, senderID: 5).encrypt(frame(.h264, plain, keyframe: true))
-        let plainUnits = H264FrameParser.annexBUnits(in: plain)
-        let sealedUnits = H264FrameParser.annexBUnits(in: sealed.data)
+        let plainUnits = H264AnnexB.units(in: plain, rule: .ecall)
+        let sealedUnits = H264AnnexB.units(in: sealed.data, rule: .ecall)
         #expect(sealedUnits.map(\.type) == plainUnits.map(\.type))
         // SPS and PPS unchanged; both slices changed and longer.
         #expect(
@@ -126,9 +109,9 @@ struct SFrameTests {
         // sealed unit needs an escape, which takes the second (escaping) pass of the sealer and the
         // unescaping path of the opener.
         let sealed = try call.makeEncryptor(codec: .h264, senderID: 0x10000).encrypt(frame(.h264, plain))
-        let units = H264FrameParser.annexBUnits(in: sealed.data)
-        #expect(units.map(\.type) == H264FrameParser.annexBUnits(in: plain).map(\.type))
-        for unit in units where unit.type == 5 {
+        let units = H264AnnexB.units(in: sealed.data, rule: .ecall)
+        #expect(units.map(\.type) == H264AnnexB.units(in: plain, rule: .ecall).map(\.type))
+        for unit in units where unit.type == .idrSlice {
             let payload = Array(sealed.data[(unit.headerIndex + 1)..<unit.end])
             // Config byte `1 011 0 CCC` (4-byte key id, counter inline), then the escaped key id.
             #expect(payload.first.map { $0 & 0xF8 } == 0xB0)
@@ -136,7 +119,7 @@ struct SFrameTests {
             for index in 0..<max(0, payload.count - 2) {
                 #expect(!(payload[index] == 0 && payload[index + 1] == 0 && payload[index + 2] <= 2))
             }
-            let unescaped = EmulationPrevention.unescape(payload[...])
+            let unescaped = H264EmulationPrevention.unescape(payload[...])
             #expect(try SFrameHeader.parse(unescaped[...]).header.keyID == 0x0100_0000)
         }
         let opened = try call.makeDecryptor(codec: .h264, senderID: 0x10000).decrypt(sealed)

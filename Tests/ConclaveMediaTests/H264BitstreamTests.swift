@@ -29,17 +29,17 @@ struct H264BitstreamTests {
     @Test("One slice per frame, slice_type 0 or 2, first_mb 0, pps_id 0, all inside the first clear byte")
     func sliceHeaders() throws {
         for (index, frame) in try encode().enumerated() {
-            let units = H264AnnexB.nalUnits(in: frame.data)
-            #expect(units.allSatisfy { $0.startCodeLength == 4 }, "frame \(index): start codes must be 4 bytes")
-            let slices = units.filter { $0.type == 1 || $0.type == 5 }
+            let units = H264AnnexB.units(in: frame.data)
+            #expect(units.allSatisfy { $0.framingLength == 4 }, "frame \(index): start codes must be 4 bytes")
+            let slices = units.filter(\.type.isSlice)
             #expect(slices.count == 1, "frame \(index) has \(slices.count) slices")
             let slice = try #require(slices.first)
-            let header = try #require(H264AnnexB.sliceHeader(of: slice))
+            let header = try #require(SliceHeader(of: slice, in: frame.data))
             #expect(header.firstMacroblock == 0)
             #expect(header.sliceType == 0 || header.sliceType == 2, "frame \(index) slice_type \(header.sliceType)")
             #expect(header.pictureParameterSetID == 0)
             #expect(header.bitLength <= 8, "frame \(index): pps_id ends at bit \(header.bitLength)")
-            #expect((header.sliceType == 2) == (slice.type == 5), "frame \(index): I slices only in IDRs here")
+            #expect((header.sliceType == 2) == (slice.type == .idrSlice), "frame \(index): I slices only in IDRs here")
         }
     }
 
@@ -48,14 +48,14 @@ struct H264BitstreamTests {
         let frames = try encode()
         var idrs: [Int] = []
         for (index, frame) in frames.enumerated() {
-            let types = H264AnnexB.nalUnits(in: frame.data).map(\.type)
-            if types.contains(5) {
+            let types = H264AnnexB.units(in: frame.data).map(\.type)
+            if types.contains(.idrSlice) {
                 idrs.append(index)
-                #expect(Array(types.prefix(2)) == [7, 8], "IDR \(index) starts with \(types)")
+                #expect(Array(types.prefix(2)) == [.sps, .pps], "IDR \(index) starts with \(types)")
                 #expect(frame.isKeyframe)
             } else {
                 #expect(!frame.isKeyframe)
-                #expect(!types.contains(7) && !types.contains(8))
+                #expect(!types.contains(.sps) && !types.contains(.pps))
             }
         }
         #expect(idrs == [0] + Self.forcedKeyframes.sorted())
@@ -90,12 +90,44 @@ struct H264BitstreamTests {
                     [0, 0, 1, UInt8.random(in: 0...255, using: &random)].randomElement(using: &random) ?? 0
                 }
             }
-            for unit in H264AnnexB.nalUnits(in: bytes) {
-                #expect(!unit.payload.isEmpty)
-                _ = H264AnnexB.sliceHeader(of: unit)
+            for rule in [H264AnnexB.CutRule.everyStartCode, .ecall] {
+                for unit in H264AnnexB.units(in: bytes, rule: rule) {
+                    #expect(
+                        unit.framingStart < unit.headerIndex && unit.headerIndex < unit.end && unit.end <= bytes.count
+                    )
+                    _ = SliceHeader(of: unit, in: bytes)
+                }
             }
             _ = H264AnnexB.parameterSets(in: bytes)
             _ = H264AnnexB.withFourByteStartCodes(bytes)
         }
+    }
+}
+
+/// The first fields of a slice header (ITU-T H.264 7.3.3): enough to check the encoder's output
+/// shape that ECall iOS receivers depend on.
+struct SliceHeader: Hashable {
+    /// `first_mb_in_slice`: 0 for the first (and, for us, only) slice of a picture.
+    var firstMacroblock: UInt32
+    /// `slice_type`: 0 P, 1 B, 2 I, 3 SP, 4 SI; 5...9 mean the same plus "all slices alike".
+    var sliceType: UInt32
+    /// `pic_parameter_set_id`.
+    var pictureParameterSetID: UInt32
+    /// How many bits these three fields took, counted from the byte after the NAL header.
+    var bitLength: Int
+
+    /// Parses the start of the slice header of `unit`, a type 1 or 5 unit in `bytes`; nil for
+    /// other types or truncated input. Emulation-prevention bytes cannot occur in the first bytes
+    /// these fields use, so they are not removed.
+    init?(of unit: H264NALUnit, in bytes: [UInt8]) {
+        guard unit.type.isSlice else { return nil }
+        var reader = ExpGolombReader(bytes: Array(bytes[unit.payloadRange]))
+        guard let firstMacroblock = reader.readUnsigned(), let sliceType = reader.readUnsigned(),
+            let ppsID = reader.readUnsigned()
+        else { return nil }
+        self.firstMacroblock = firstMacroblock
+        self.sliceType = sliceType
+        self.pictureParameterSetID = ppsID
+        self.bitLength = reader.bitPosition
     }
 }

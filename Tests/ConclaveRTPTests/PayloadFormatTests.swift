@@ -103,7 +103,7 @@ struct PayloadFormatTests {
         let rebuilt = try H264Depacketizer.depacketize(payloads.map { $0[...] })
         #expect(rebuilt.data == [0, 0, 0, 1] + sps + [0, 0, 0, 1] + pps + [0, 0, 0, 1] + idr)
         #expect(rebuilt.isKeyframe)
-        #expect(H264AnnexB.containsIDR(rebuilt.data))
+        #expect(H264AnnexB.units(in: rebuilt.data).map(\.type) == [.sps, .pps, .idrSlice])
     }
 
     @Test func splitsAnnexBOnThreeAndFourByteStartCodes() {

@@ -86,19 +86,6 @@ struct SDPParsingTests {
         #expect(throws: SDPError.self) { try sdp.media[0].fingerprint() }
     }
 
-    @Test func parsesAndWritesCandidates() throws {
-        let host = try ICECandidate(parsing: "candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host")
-        #expect(host.address == "198.18.200.1" && host.port == 20042 && host.priority == 2015363327)
-        #expect(host.trickleString == "candidate:1 1 udp 2015363327 198.18.200.1 20042 typ host")
-        let relay = "4 1 udp 41885439 198.51.100.9 3478 typ relay raddr 203.0.113.7 rport 51472 generation 0 ufrag Fm3h"
-        #expect(try ICECandidate(parsing: "a=candidate:" + relay).value == relay)
-        let tcp = try ICECandidate(parsing: "2 1 TCP 1015037951 198.18.200.1 9 typ host tcptype active")
-        #expect(tcp.tcpType == "active" && tcp.transport == "TCP")
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 99999 typ host") }
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 9 host") }
-        #expect(throws: SDPError.self) { try ICECandidate(parsing: "1 1 udp 1 198.18.10.1 9 typ host raddr") }
-    }
-
     @Test func writesFingerprintsAndAttributes() throws {
         let fp = SDPFingerprint(digest: [0x0A, 0xFF, 0x00])
         #expect(fp.value == "sha-256 0A:FF:00")
