@@ -1,10 +1,12 @@
 import ArgumentParser
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveE2EE
+import ConclaveFormats
 import ConclaveICE
 import ConclaveKeyStore
 import ConclaveMedia
+import ConclavePeerConnection
 import Foundation
 import JanusClient
 import JanusProtocol

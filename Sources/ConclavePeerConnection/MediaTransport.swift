@@ -3,7 +3,6 @@ import ConclaveICE
 import ConclaveSDP
 import ConclaveSRTP
 import Foundation
-import JanusClient
 import Logging
 import Synchronization
 
@@ -12,7 +11,7 @@ public struct MediaTransportError: Error, Sendable, CustomStringConvertible {
     /// What failed, for people.
     public var description: String
 
-    init(_ description: String) { self.description = description }
+    public init(_ description: String) { self.description = description }
 }
 
 /// Where a media transport stands.
@@ -208,7 +207,7 @@ public final class MediaTransport: Sendable {
     /// Whether a local candidate may be signalled: every one, or only relayed ones under the
     /// relay-only policy (libnice's force-relay keeps others out of its checks, but the peer
     /// must not learn or try our own addresses either).
-    private func admitsLocalCandidate(_ line: String) -> Bool {
+    public func admitsLocalCandidate(_ line: String) -> Bool {
         guard ice.configuration.transportPolicy == .relay else { return true }
         return (try? ICECandidate(parsing: line))?.type == "relay"
     }
@@ -240,23 +239,6 @@ public final class MediaTransport: Sendable {
         )
         inner.withLock { $0.dtls = dtls }
         if ice.state == .connected || ice.state == .ready { beginHandshake() }
-    }
-
-    /// Trickles our local candidates (and the end marker) to Janus on `handle`, until the
-    /// transport closes. Returns the task doing it.
-    func trickleCandidates(to handle: JanusHandle) -> Task<Void, Never> {
-        let candidates = ice.localCandidates
-        return Task { [self] in
-            for await event in candidates {
-                switch event {
-                case .candidate(let line):
-                    guard admitsLocalCandidate(line) else { continue }
-                    try? await handle.trickle(.candidate(line, sdpMid: "0", sdpMLineIndex: 0))
-                case .endOfCandidates:
-                    try? await handle.trickle(.completed)
-                }
-            }
-        }
     }
 
     /// Restarts ICE with new local credentials (after an outage, or when the path changed),

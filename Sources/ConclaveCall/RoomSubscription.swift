@@ -1,4 +1,5 @@
 import ConclaveE2EE
+import ConclavePeerConnection
 import JanusClient
 import JanusProtocol
 import Logging

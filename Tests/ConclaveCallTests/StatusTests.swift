@@ -3,7 +3,7 @@ import ConclaveE2EE
 import Foundation
 import Testing
 
-@testable import Conclave
+@testable import ConclaveCall
 
 @Suite struct StatusTests {
 

@@ -1,5 +1,6 @@
 import ConclaveCore
 import ConclaveDTLS
+import ConclavePeerConnection
 import ConclaveRTP
 import ConclaveSDP
 import Foundation

@@ -1,5 +1,6 @@
 import ConclaveCore
 import ConclaveDTLS
+import ConclavePeerConnection
 import ConclaveRTP
 import ConclaveSDP
 import Foundation
@@ -7,24 +8,6 @@ import JanusClient
 import JanusProtocol
 import Logging
 import Synchronization
-
-/// The monotonic clock the media plane runs on, as the RTP modules count time.
-enum MediaClock {
-    private static let origin = ContinuousClock.now
-
-    /// Now, in microseconds since the process's media clock started.
-    static func now() -> MonotonicTime {
-        let elapsed = ContinuousClock.now - origin
-        return MonotonicTime(
-            microseconds: elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        )
-    }
-
-    /// The wall clock as an NTP timestamp, for sender reports.
-    static func wallClock() -> NTPTimestamp {
-        NTPTimestamp(unixMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-    }
-}
 
 /// A publisher in a VideoRoom: one PeerConnection sending our audio and video to Janus.
 ///

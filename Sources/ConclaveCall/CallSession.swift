@@ -1,6 +1,7 @@
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclavePeerConnection
 import Foundation
 import JanusClient
 import JanusProtocol
