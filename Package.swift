@@ -230,6 +230,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "ConclavePeerConnectionTests", dependencies: ["ConclavePeerConnection"]),
         .testTarget(
             name: "ConclaveFormatsTests",
             dependencies: ["ConclaveFormats", "ConclaveCore", "ConclaveE2EE", "ConclaveTestSupport"]

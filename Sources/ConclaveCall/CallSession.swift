@@ -70,8 +70,8 @@ public actor CallSession {
         }
     }
 
-    /// Where the call stands.
-    public enum Phase: String, Sendable {
+    /// Where the call stands (the `state` of `--status json`, by its raw value).
+    public enum Phase: String, Sendable, Codable, Hashable {
         case idle, connecting, live, recovering, leaving, left
     }
 
@@ -99,7 +99,7 @@ public actor CallSession {
     private var leg: Leg?
     private var generation = 0
     private var phase: Phase = .idle
-    private var janusState = "closed"
+    private var janusState = JanusConnectionStatus.closed
     private var previousSent = 0
     private var previousEncryptionFailures = 0
 
@@ -152,7 +152,7 @@ public actor CallSession {
             throw CallError.from(error, step: "connecting to Janus", url: url)
         }
         self.connection = connection
-        janusState = "connected"
+        janusState = .connected
         watch(connection)
         do {
             leg = try await openLeg(on: connection, initial: true)
@@ -189,7 +189,7 @@ public actor CallSession {
         deadline.cancel()
         await connection?.close()
         self.connection = nil
-        janusState = "closed"
+        janusState = .closed
         phase = .left
         logger.info("left the call")
     }
@@ -227,7 +227,7 @@ public actor CallSession {
             callId: String(configuration.callID),
             room: String(configuration.room),
             display: configuration.display,
-            state: phase.rawValue,
+            state: phase,
             janus: janusState,
             feed: leg?.publisher.feedID,
             framesSent: previousSent + sent,
@@ -387,16 +387,16 @@ public actor CallSession {
         leg?.subscription.subscriber?.transport.state ?? .new
     }
 
-    private func mediaFailed(_ reason: String, generation: Int) {
+    private func mediaFailed(_ reason: MediaTransportFailure, generation: Int) {
         guard generation == leg?.generation, phase == .live, recoveryTask == nil, let leg else { return }
         logger.warning("media transport failed; restarting ICE", metadata: ["reason": "\(reason)"])
-        tracker.recoveryStarted("ice-restart")
+        tracker.recoveryStarted(.iceRestart)
         let logger = self.logger
         recoveryTask = Task {
             let restarted = await Self.restartICE(of: leg, within: .seconds(5), logger: logger)
             self.recoveryFinished()
             if restarted, generation == self.leg?.generation {
-                self.tracker.recoveryFinished(as: "ice-restart")
+                self.tracker.recoveryFinished(as: .iceRestart)
                 logger.notice("media recovered by ICE restart")
             } else {
                 logger.warning("ICE restart did not bring media back; joining again on a new session")
@@ -441,17 +441,17 @@ public actor CallSession {
         guard connection === self.connection, phase == .live || phase == .recovering else { return }
         switch state {
         case .connected:
-            janusState = "connected"
+            janusState = .connected
         case .reconnecting(let attempt):
-            janusState = "reconnecting"
+            janusState = .reconnecting
             if attempt <= 1, !tracker.recoveryInProgress {
                 logger.notice("Janus connection dropped; reconnecting")
-                tracker.recoveryStarted("claim")
+                tracker.recoveryStarted(.claim)
             }
         case .reconnected:
-            janusState = "connected"
+            janusState = .connected
         case .closed(let error):
-            janusState = "closed"
+            janusState = .closed
             logger.warning("Janus connection closed", metadata: ["error": "\(error.map(\.message) ?? "none")"])
             startRecovery(newConnection: true)
         }
@@ -462,7 +462,7 @@ public actor CallSession {
         switch event {
         case .reclaimed:
             logger.notice("Janus session claimed on the new connection")
-            tracker.recoveryFinished(as: "claim")
+            tracker.recoveryFinished(as: .claim)
         case .lost(let error):
             logger.warning("Janus session lost; starting a new one", metadata: ["error": "\(error.message)"])
             startRecovery(newConnection: false)
@@ -486,7 +486,7 @@ public actor CallSession {
     private func recoverWithNewSession(newConnection: Bool, sessionAlive: Bool) async {
         guard phase == .live else { return }
         phase = .recovering
-        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? "media" : "new-session") }
+        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? .media : .newSession) }
         if let old = leg {
             leg = nil
             for task in old.senderTasks { task.cancel() }
@@ -515,7 +515,7 @@ public actor CallSession {
                         return
                     }
                     self.connection = fresh
-                    janusState = "connected"
+                    janusState = .connected
                     watch(fresh)
                     needsConnection = false
                 }
@@ -527,12 +527,12 @@ public actor CallSession {
                 }
                 leg = fresh
                 phase = .live
-                tracker.recoveryFinished(as: sessionAlive ? "media-rejoin" : "new-session")
+                tracker.recoveryFinished(as: sessionAlive ? .mediaRejoin : .newSession)
                 logger.notice("call recovered with a new session", metadata: ["feed": "\(fresh.publisher.feedID)"])
                 return
             } catch {
                 logger.info("recovery attempt failed", metadata: ["error": "\(error)", "retry": "\(delay)"])
-                if janusState == "closed" { needsConnection = true }
+                if janusState == .closed { needsConnection = true }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(2))
             }

@@ -14,6 +14,28 @@ public struct MediaTransportError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+/// Why a media transport failed for good.
+public enum MediaTransportFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// ICE tried every candidate pair and none works.
+    case iceFailed
+    /// The DTLS handshake failed (or a DTLS record could not be handled).
+    case dtls(String)
+    /// DTLS agreed on an SRTP protection profile this build cannot use.
+    case unsupportedSRTPProfile(String)
+    /// The SRTP sessions could not be made from the exported keys.
+    case srtp(String)
+
+    public var description: String {
+        switch self {
+        case .iceFailed: "ICE failed: no candidate pair works"
+        case .dtls(let error): "DTLS: \(error)"
+        case .unsupportedSRTPProfile(let profile):
+            "DTLS negotiated an SRTP profile this build cannot use (\(profile))"
+        case .srtp(let error): "SRTP: \(error)"
+        }
+    }
+}
+
 /// Where a media transport stands.
 public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
     case new
@@ -23,8 +45,8 @@ public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
     case handshaking
     /// SRTP keys are in place: media flows.
     case connected
-    /// ICE failed, or DTLS failed (the error says why).
-    case failed(String)
+    /// ICE failed, or DTLS or SRTP failed (the failure says why).
+    case failed(MediaTransportFailure)
     case closed
 
     public var description: String {
@@ -411,7 +433,7 @@ public final class MediaTransport: Sendable {
             // After an ICE restart the DTLS session and SRTP keys are still in place.
             let keyed = inner.withLock { $0.inbound != nil && $0.state == .connecting }
             if keyed { setState(.connected, onlyFrom: [.connecting]) } else { beginHandshake() }
-        case .failed: setState(.failed("ICE failed: no candidate pair works"), onlyFrom: nil)
+        case .failed: setState(.failed(.iceFailed), onlyFrom: nil)
         default: break
         }
     }
@@ -431,7 +453,7 @@ public final class MediaTransport: Sendable {
             do {
                 try dtls.start()
             } catch {
-                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                setState(.failed(.dtls("\(error)")), onlyFrom: nil)
                 return
             }
         }
@@ -443,7 +465,7 @@ public final class MediaTransport: Sendable {
                     do {
                         try dtls.handleTimeout()
                     } catch {
-                        self?.setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                        self?.setState(.failed(.dtls("\(error)")), onlyFrom: nil)
                         return
                     }
                 }
@@ -459,7 +481,7 @@ public final class MediaTransport: Sendable {
             do {
                 if case .connected(let keys) = try dtls.receive(datagram) { installKeys(keys) }
             } catch {
-                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                setState(.failed(.dtls("\(error)")), onlyFrom: nil)
             }
         case .rtp:
             receiveSRTP(datagram, isRTCP: false)
@@ -492,7 +514,7 @@ public final class MediaTransport: Sendable {
 
     private func installKeys(_ keys: SRTPKeyingMaterial) {
         guard let profile = SRTPProfile(rawValue: keys.profile.rawValue) else {
-            setState(.failed("DTLS negotiated an SRTP profile this build cannot use (\(keys.profile))"), onlyFrom: nil)
+            setState(.failed(.unsupportedSRTPProfile("\(keys.profile)")), onlyFrom: nil)
             return
         }
         do {
@@ -505,7 +527,7 @@ public final class MediaTransport: Sendable {
             logger.debug("DTLS-SRTP connected", metadata: ["profile": "\(profile)"])
             setState(.connected, onlyFrom: nil)
         } catch {
-            setState(.failed("SRTP: \(error)"), onlyFrom: nil)
+            setState(.failed(.srtp("\(error)")), onlyFrom: nil)
         }
     }
 
