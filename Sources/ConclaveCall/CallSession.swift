@@ -164,6 +164,7 @@ public actor CallSession {
             throw CallError.from(error, step: "joining the call", url: url)
         }
         phase = .live
+        recheckMedia()
         logger.info("joined", metadata: ["room": "\(configuration.room)", "feed": "\(leg?.publisher.feedID ?? 0)"])
     }
 
@@ -309,21 +310,6 @@ public actor CallSession {
                     for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
                 }
             }
-            let watchdog = Task { [weak self, publisher] in
-                // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
-                // PeerConnections, and publishes and subscribes again on a new session if that
-                // does not bring media back.
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    guard let self else { return }
-                    let subscriberState = await self.subscriberTransportState()
-                    for state in [publisher.transport.state, subscriberState] {
-                        if case .failed(let reason) = state {
-                            await self.mediaFailed(reason, generation: generation)
-                        }
-                    }
-                }
-            }
             let events = Task { [weak self] in
                 for await event in session.events {
                     await self?.sessionEvent(event, generation: generation)
@@ -342,13 +328,27 @@ public actor CallSession {
                 observers: observers,
                 logger: logger
             )
+            // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
+            // PeerConnections, and publishes and subscribes again on a new session if that does not
+            // bring media back. Woken by the transports' state changes, not by a timer; a failure
+            // seen while another recovery runs is looked at again when it ends (`recheckMedia`).
+            let publisherWatchdog = Task { [weak self, publisher] in
+                for await state in publisher.transport.states {
+                    if case .failed(let reason) = state { await self?.mediaFailed(reason, generation: generation) }
+                }
+            }
+            let subscriberWatchdog = Task { [weak self, subscription] in
+                for await reason in subscription.mediaFailures {
+                    await self?.mediaFailed(reason, generation: generation)
+                }
+            }
             return Leg(
                 generation: generation,
                 session: session,
                 publisher: publisher,
                 senders: senders,
                 senderTasks: senderTasks,
-                tasks: [requests, bitrates, periodic, watchdog, events],
+                tasks: [requests, bitrates, periodic, publisherWatchdog, subscriberWatchdog, events],
                 subscription: subscription
             )
         } catch {
@@ -383,8 +383,17 @@ public actor CallSession {
         }
     }
 
-    private func subscriberTransportState() -> MediaTransportState {
-        leg?.subscription.subscriber?.transport.state ?? .new
+    /// Acts on a transport that is still failed once a recovery is over: its failure may have come
+    /// while that recovery ran, when ``mediaFailed(_:generation:)`` ignores it, and the watchdogs
+    /// see only changes.
+    private func recheckMedia() {
+        guard let leg else { return }
+        for state in [leg.publisher.transport.state, leg.subscription.subscriber?.transport.state] {
+            if case .failed(let reason)? = state {
+                mediaFailed(reason, generation: leg.generation)
+                return
+            }
+        }
     }
 
     private func mediaFailed(_ reason: MediaTransportFailure, generation: Int) {
@@ -398,6 +407,7 @@ public actor CallSession {
             if restarted, generation == self.leg?.generation {
                 self.tracker.recoveryFinished(as: .iceRestart)
                 logger.notice("media recovered by ICE restart")
+                self.recheckMedia()
             } else {
                 logger.warning("ICE restart did not bring media back; joining again on a new session")
                 self.startRecovery(newConnection: false, sessionAlive: true)
@@ -476,6 +486,7 @@ public actor CallSession {
         recoveryTask = Task {
             await self.recoverWithNewSession(newConnection: newConnection, sessionAlive: sessionAlive)
             self.recoveryFinished()
+            self.recheckMedia()
         }
     }
 

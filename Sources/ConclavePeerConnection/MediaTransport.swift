@@ -457,20 +457,27 @@ public final class MediaTransport: Sendable {
                 return
             }
         }
-        // Drive retransmissions until the handshake ends.
-        track(
-            Task { [weak self] in
-                while !Task.isCancelled, dtls.state == .handshaking || dtls.state == .new {
-                    try? await Task.sleep(for: dtls.retransmissionTimeout ?? .milliseconds(50))
-                    do {
-                        try dtls.handleTimeout()
-                    } catch {
-                        self?.setState(.failed(.dtls("\(error)")), onlyFrom: nil)
-                        return
-                    }
-                }
+        scheduleRetransmission(of: dtls)
+    }
+
+    /// Drives DTLS retransmissions until the handshake ends: one one-shot timer at a time on the
+    /// ICE loop, the thread that handles DTLS records and the jitter buffers' timers too (one timer
+    /// system per loop; no Swift concurrency timer and no thread hop per retransmission).
+    private func scheduleRetransmission(of dtls: DTLSTransport) {
+        guard dtls.state == .handshaking || dtls.state == .new else { return }
+        ice.repeatOnLoop(every: dtls.retransmissionTimeout ?? .milliseconds(50)) { [weak self] in
+            guard let self, self.state != .closed, dtls.state == .handshaking || dtls.state == .new else {
+                return false
             }
-        )
+            do {
+                try dtls.handleTimeout()
+            } catch {
+                self.setState(.failed(.dtls("\(error)")), onlyFrom: nil)
+                return false
+            }
+            self.scheduleRetransmission(of: dtls)
+            return false
+        }
     }
 
     /// One datagram from ICE, on the loop thread.
