@@ -104,7 +104,7 @@ let package = Package(
         .target(
             name: "ConclavePeerConnection",
             dependencies: [
-                "ConclaveDTLS", "ConclaveICE", "ConclaveRTP", "ConclaveSDP", "ConclaveSRTP",
+                "ConclaveCore", "ConclaveDTLS", "ConclaveICE", "ConclaveRTP", "ConclaveSDP", "ConclaveSRTP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -230,7 +230,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ConclavePeerConnectionTests", dependencies: ["ConclavePeerConnection"]),
+        .testTarget(
+            name: "ConclavePeerConnectionTests",
+            dependencies: [
+                "ConclavePeerConnection", "ConclaveCore", "ConclaveRTP", "ConclaveSDP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "ConclaveFormatsTests",
             dependencies: ["ConclaveFormats", "ConclaveCore", "ConclaveE2EE", "ConclaveTestSupport"]

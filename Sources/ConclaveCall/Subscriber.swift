@@ -62,42 +62,17 @@ public final class Subscriber: Sendable {
     private let frameContinuation: AsyncStream<SubscribedFrame>.Continuation
     private let reportContinuation: AsyncStream<SubscribedSenderReport>.Continuation
     private let logger: Logger
-    private let state = Mutex(ReceiveState())
+    /// Routing, jitter buffers, RTCP feedback and reports of the subscribed streams.
+    private let rtp: RTPReceiveSession<SubscribedSource>
+    private let state = Mutex(NegotiationState())
     private let negotiation = NegotiationLock()
     private let tasks = Mutex<[Task<Void, Never>]>([])
 
-    private struct Stream {
-        var media: NegotiatedMedia
-        var feedID: UInt64
-        var feedMid: String?
-        var buffer: JitterBuffer
-        /// The SSRC Janus sends this stream with, from the offer or learned from its packets; the
-        /// target of our NACKs and keyframe requests.
-        var ssrc: UInt32?
-        /// When ``Subscriber/requestKeyframe(feedID:)`` last sent a request for this stream: those
-        /// requests are throttled on their own, as the jitter buffer throttles its own.
-        var lastRequestedKeyframe: MonotonicTime?
-        /// The command sequence number of our last FIR sent by `requestKeyframe(feedID:)` (FIR
-        /// only, for a stream whose jitter buffer asks by FIR).
-        var firSequence: UInt8 = 0
-    }
-
-    private struct ReceiveState {
-        var streams: [String: Stream] = [:]
-        var midBySSRC: [UInt32: String] = [:]
-        var midExtensionID: UInt8?
-        var localSSRC = UInt32.random(in: 1...UInt32.max)
+    /// What the negotiations so far left behind (the receive side lives in `rtp`).
+    private struct NegotiationState {
         var local: LocalTransportParameters?
         var sessionVersion: UInt64 = 1
         var layout: [VideoRoom.SubscribedStream] = []
-        var unknownPackets = 0
-        /// The jitter-buffer timer (see `armTimer`): when it is due, nil while none is armed.
-        var timerDeadline: MonotonicTime?
-        /// Identifies the armed timer; a timer superseded by an earlier one finds a newer number
-        /// here when it fires, and does nothing.
-        var timerGeneration: UInt64 = 0
-        /// Where complete frames go instead of `frames`, if set (see `subscribe`).
-        var frameHandler: (@Sendable (SubscribedFrame) -> Void)?
     }
 
     /// Subscribes to `feeds` in `room`; returns once media can flow.
@@ -141,18 +116,43 @@ public final class Subscriber: Sendable {
         self.handle = handle
         self.transport = transport
         self.logger = logger
-        state.withLock { $0.frameHandler = frameHandler }
-        (frames, frameContinuation) = AsyncStream.makeStream(of: SubscribedFrame.self, bufferingPolicy: .unbounded)
-        (senderReports, reportContinuation) = AsyncStream.makeStream(
+        let (frames, frameContinuation) = AsyncStream.makeStream(
+            of: SubscribedFrame.self,
+            bufferingPolicy: .unbounded
+        )
+        let (senderReports, reportContinuation) = AsyncStream.makeStream(
             of: SubscribedSenderReport.self,
             bufferingPolicy: .bufferingNewest(256)
         )
-        transport.setHandlers(
-            rtp: { [weak self] packet in self?.receiveRTP(packet) },
-            rtcp: { [weak self] packet in self?.receiveRTCP(packet) }
+        (self.frames, self.frameContinuation) = (frames, frameContinuation)
+        (self.senderReports, self.reportContinuation) = (senderReports, reportContinuation)
+        rtp = RTPReceiveSession(
+            transport: transport,
+            onFrame: { received in
+                let frame = SubscribedFrame(
+                    feedID: received.source.feedID,
+                    feedMid: received.source.feedMid,
+                    mid: received.mid,
+                    frame: received.frame,
+                    ssrc: received.ssrc,
+                    arrival: received.arrival,
+                    framesLostBefore: received.framesLostBefore
+                )
+                // To the synchronous handler, or else to `frames`.
+                if let frameHandler { frameHandler(frame) } else { frameContinuation.yield(frame) }
+            },
+            onSenderReport: { report in
+                reportContinuation.yield(
+                    SubscribedSenderReport(
+                        feedID: report.source.feedID,
+                        mid: report.mid,
+                        report: report.report,
+                        arrival: report.arrival
+                    )
+                )
+            }
         )
         startListening()
-        startReporting()
         let trickle = transport.trickleCandidates(to: handle.handle)
         tasks.withLock { $0.append(trickle) }
     }
@@ -161,9 +161,7 @@ public final class Subscriber: Sendable {
     public var streams: [VideoRoom.SubscribedStream] { state.withLock { $0.layout } }
 
     /// Receive statistics per mid.
-    public var statistics: [String: ReceiveStatistics] {
-        state.withLock { $0.streams.mapValues { $0.buffer.statistics } }
-    }
+    public var statistics: [String: ReceiveStatistics] { rtp.statistics }
 
     /// Asks the publisher of `feedID` for a video keyframe: an RTCP PLI (or FIR, when that is how
     /// the stream's jitter buffer asks) about the feed's video stream, sent at once; returns
@@ -176,57 +174,7 @@ public final class Subscriber: Sendable {
     /// Callable from any thread; it takes the receive lock briefly and never waits on the network.
     @discardableResult
     public func requestKeyframe(feedID: UInt64) -> Bool {
-        let now = MediaClock.now()
-        let packets = state.withLock { state -> [[UInt8]] in
-            var packets: [[UInt8]] = []
-            for mid in Array(state.streams.keys) {
-                // Fields only, never the whole stream: a copy of it alive across the mutations
-                // below would copy its jitter buffer's storage.
-                guard state.streams[mid]?.feedID == feedID, state.streams[mid]?.media.kind == .video,
-                    let mediaSSRC = state.streams[mid]?.ssrc,
-                    let configuration = state.streams[mid]?.buffer.configuration
-                else { continue }
-                if let last = state.streams[mid]?.lastRequestedKeyframe,
-                    now.since(last) < configuration.keyframeRequestInterval
-                {
-                    continue
-                }
-                let request: RTCPPacket
-                switch configuration.keyframeRequestMethod {
-                case .none: continue
-                case .pli: request = .pictureLossIndication(.init(senderSSRC: state.localSSRC, mediaSSRC: mediaSSRC))
-                case .fir:
-                    state.streams[mid]?.firSequence &+= 1
-                    let sequence = state.streams[mid]?.firSequence ?? 0
-                    request = .fullIntraRequest(
-                        .init(senderSSRC: state.localSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: sequence)])
-                    )
-                }
-                state.streams[mid]?.lastRequestedKeyframe = now
-                // Led by a receiver report with a block about the stream, as the jitter buffer's
-                // own feedback is (`JitterBufferOutput.feedbackPackets`): Janus finds the stream a
-                // compound packet is about from that block, not from the PLI or FIR.
-                var block =
-                    state.streams[mid]?.buffer.makeReportBlock(now: now)
-                    ?? RTCPReportBlock(
-                        ssrc: mediaSSRC,
-                        fractionLost: 0,
-                        cumulativeLost: 0,
-                        extendedHighestSequence: 0,
-                        jitter: 0,
-                        lastSenderReport: 0,
-                        delaySinceLastSenderReport: 0
-                    )
-                block.ssrc = mediaSSRC
-                let feedback: [RTCPPacket] = [
-                    .receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: [block])), request,
-                ]
-                packets.append(RTCPCompound.serialize(feedback))
-            }
-            return packets
-        }
-        for packet in packets { transport.sendRTCP(packet) }
-        return !packets.isEmpty
+        rtp.requestKeyframe(from: SubscribedSource(feedID: feedID))
     }
 
     /// Adds every stream of `feeds` to the subscription.
@@ -290,41 +238,19 @@ public final class Subscriber: Sendable {
             let (answer, result) = try SDPNegotiator.subscriberAnswer(
                 to: description,
                 local: local,
-                sessionID: "\(state.withLock { $0.localSSRC })",
+                sessionID: "\(rtp.localSSRC)",
                 sessionVersion: version
             )
             state.withLock { state in
                 state.local = local
                 state.layout = layout.isEmpty ? state.layout : layout
-                var kept: [String: Stream] = [:]
-                for media in result.media {
-                    let described = layout.first { $0.mid == media.mid }
-                    let feedID = described?.feedID ?? state.streams[media.mid]?.feedID ?? 0
-                    if var existing = state.streams[media.mid], existing.media.codec == media.codec,
-                        existing.media.remoteSSRC == media.remoteSSRC, existing.feedID == feedID
-                    {
-                        existing.media = media
-                        kept[media.mid] = existing
-                    } else {
-                        let configuration =
-                            media.kind == .audio
-                            ? JitterBufferConfiguration.audio(media.codec)
-                            : JitterBufferConfiguration.video(media.codec)
-                        kept[media.mid] = Stream(
-                            media: media,
-                            feedID: feedID,
-                            feedMid: described?.feedMid,
-                            buffer: JitterBuffer(configuration: configuration),
-                            ssrc: media.remoteSSRC
-                        )
-                    }
-                    if let id = media.extensionIDs[RTPHeaderExtensionURI.mid] { state.midExtensionID = id }
-                }
-                state.streams = kept
-                state.midBySSRC = [:]
-                for (mid, stream) in kept {
-                    if let ssrc = stream.media.remoteSSRC { state.midBySSRC[ssrc] = mid }
-                }
+            }
+            rtp.configure(result.media) { media, previous in
+                let described = layout.first { $0.mid == media.mid }
+                return SubscribedSource(
+                    feedID: described?.feedID ?? previous?.feedID ?? 0,
+                    feedMid: described == nil ? previous?.feedMid : described?.feedMid
+                )
             }
             try await handle.start(answer: JSEP(type: .answer, sdp: answer.text, e2ee: offer.e2ee))
             if isFirst {
@@ -368,186 +294,19 @@ public final class Subscriber: Sendable {
         }
     }
 
-    // MARK: Receive path (ICE loop thread)
-
-    private func receiveRTP(_ bytes: [UInt8]) {
-        guard let packet = try? RTPPacket(parsing: bytes) else { return }
-        let now = MediaClock.now()
-        var handler: (@Sendable (SubscribedFrame) -> Void)?
-        var timer: (generation: UInt64, deadline: MonotonicTime)?
-        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
-            handler = state.frameHandler
-            var mid = state.midBySSRC[packet.ssrc]
-            if mid == nil, let id = state.midExtensionID, let value = packet.extensionValue(id: id) {
-                let candidate = String(decoding: value, as: UTF8.self)
-                if state.streams[candidate] != nil {
-                    mid = candidate
-                    state.midBySSRC[packet.ssrc] = candidate
-                }
-            }
-            guard let mid, state.streams[mid]?.media.payloadType == packet.payloadType else {
-                state.unknownPackets += 1
-                return ([], [])
-            }
-            // Mutate the stream in place: copying it out would copy its jitter buffer's storage.
-            if state.streams[mid]?.ssrc != packet.ssrc { state.streams[mid]?.ssrc = packet.ssrc }
-            let output = state.streams[mid]?.buffer.receive(packet, arrival: now)
-            // Only this stream changed: a loss or a partly received frame may need the timer sooner.
-            timer = Self.armTimer(for: state.streams[mid]?.buffer.nextDeadline, in: &state)
-            // Most packets complete nothing and ask for nothing: then the stream is not copied out.
-            guard let output, !output.isEmpty, let stream = state.streams[mid] else { return ([], []) }
-            return Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
-        }
-        if let timer { schedule(timer) }
-        hand(frames, to: handler)
-        for packet in feedback { transport.sendRTCP(packet) }
-    }
-
-    /// Passes frames to the synchronous handler, or else to `frames`.
-    private func hand(_ frames: [SubscribedFrame], to handler: (@Sendable (SubscribedFrame) -> Void)?) {
-        guard !frames.isEmpty else { return }
-        if let handler {
-            for frame in frames { handler(frame) }
-        } else {
-            for frame in frames { frameContinuation.yield(frame) }
-        }
-    }
-
-    private func receiveRTCP(_ bytes: [UInt8]) {
-        guard let packets = try? RTCPCompound.parse(bytes) else { return }
-        let now = MediaClock.now()
-        for case .senderReport(let report) in packets {
-            let target = state.withLock { state -> (String, UInt64)? in
-                guard let mid = state.midBySSRC[report.ssrc], let feedID = state.streams[mid]?.feedID else {
-                    return nil
-                }
-                state.streams[mid]?.buffer.noteSenderReport(report, arrival: now)
-                return (mid, feedID)
-            }
-            if let (mid, feedID) = target {
-                reportContinuation.yield(
-                    SubscribedSenderReport(feedID: feedID, mid: mid, report: report, arrival: now)
-                )
-            }
-        }
-    }
-
-    private static func deliver(_ output: JitterBufferOutput, stream: Stream, mid: String, localSSRC: UInt32)
-        -> ([SubscribedFrame], [[UInt8]])
-    {
-        let frames = output.frames.map {
-            SubscribedFrame(
-                feedID: stream.feedID,
-                feedMid: stream.feedMid,
-                mid: mid,
-                frame: $0.frame,
-                ssrc: $0.ssrc,
-                arrival: $0.completionTime,
-                framesLostBefore: $0.framesLostBefore
-            )
-        }
-        guard let mediaSSRC = stream.ssrc ?? output.frames.first?.ssrc else { return (frames, []) }
-        let feedback = output.feedbackPackets(senderSSRC: localSSRC, mediaSSRC: mediaSSRC)
-        return (frames, feedback.isEmpty ? [] : [RTCPCompound.serialize(feedback)])
-    }
-
-    /// Receiver reports for every stream once a second, on the ICE loop thread beside the
-    /// receive path (a Swift task sleeping in a loop would cost a timer thread hop each time).
-    private func startReporting() {
-        transport.ice.repeatOnLoop(every: .seconds(1)) { [weak self] in
-            guard let self else { return false }
-            self.sendReceiverReports()
-            return true
-        }
-    }
-
-    private func sendReceiverReports() {
-        let now = MediaClock.now()
-        let report = state.withLock { state -> [UInt8]? in
-            var blocks: [RTCPReportBlock] = []
-            // Over a copy of the keys: iterating the dictionary's own key view keeps a second
-            // reference to its storage, so the first mutation below would copy the whole
-            // dictionary (and then each jitter buffer's packet ring).
-            for mid in Array(state.streams.keys) {
-                if let block = state.streams[mid]?.buffer.makeReportBlock(now: now) { blocks.append(block) }
-            }
-            guard !blocks.isEmpty else { return nil }
-            return RTCPCompound.serialize(
-                [.receiverReport(RTCPReceiverReport(ssrc: state.localSSRC, reports: blocks))]
-            )
-        }
-        if let report { transport.sendRTCP(report) }
-    }
-
-    // MARK: Jitter-buffer timer (ICE loop thread)
-    //
-    // The jitter buffers need time to pass only while they wait for something: a NACK to send or
-    // retry, a missing packet to give up on, an incomplete frame to drop. Instead of ticking every
-    // buffer every 20 ms (50 wakeups a second even for a loss-free stream, the largest fixed cost
-    // of receiving one feed), one one-shot timer on the loop thread is armed for the earliest
-    // deadline any buffer reports (`JitterBuffer.nextDeadline`) and none while no buffer waits.
-    // The receive path arms it when a packet creates an earlier deadline; when it fires it ticks
-    // every buffer and arms itself again for the next deadline, if any.
-
-    /// Arms the timer for `deadline` unless one is already armed for that instant or earlier;
-    /// returns the timer to schedule (outside the lock), or nil.
-    private static func armTimer(for deadline: MonotonicTime?, in state: inout ReceiveState) -> (
-        generation: UInt64, deadline: MonotonicTime
-    )? {
-        guard let deadline else { return nil }
-        if let armed = state.timerDeadline, armed <= deadline { return nil }
-        // A later timer still pending is superseded: it finds a newer generation and does nothing.
-        state.timerGeneration &+= 1
-        state.timerDeadline = deadline
-        return (state.timerGeneration, deadline)
-    }
-
-    /// Starts a one-shot GLib timeout on the loop thread for an armed timer.
-    private func schedule(_ timer: (generation: UInt64, deadline: MonotonicTime)) {
-        // Whole milliseconds, rounded up: a timer that fired early would only arm itself again.
-        let microseconds = max(timer.deadline.microseconds - MediaClock.now().microseconds, 0)
-        let milliseconds = max((microseconds + 999) / 1000, 1)
-        transport.ice.repeatOnLoop(every: .milliseconds(milliseconds)) { [weak self] in
-            self?.timerFired(generation: timer.generation)
-            return false
-        }
-    }
-
-    private func timerFired(generation: UInt64) {
-        let now = MediaClock.now()
-        var handler: (@Sendable (SubscribedFrame) -> Void)?
-        var next: (generation: UInt64, deadline: MonotonicTime)?
-        let (frames, feedback) = state.withLock { state -> ([SubscribedFrame], [[UInt8]]) in
-            guard state.timerGeneration == generation else { return ([], []) }
-            state.timerDeadline = nil
-            handler = state.frameHandler
-            var frames: [SubscribedFrame] = []
-            var feedback: [[UInt8]] = []
-            var earliest: MonotonicTime?
-            // Over a copy of the keys, as in `sendReceiverReports`.
-            for mid in Array(state.streams.keys) {
-                // In place, as in receiveRTP: no copy of the jitter buffer.
-                guard let output = state.streams[mid]?.buffer.tick(now: now) else { continue }
-                if let deadline = state.streams[mid]?.buffer.nextDeadline, earliest.map({ deadline < $0 }) ?? true {
-                    earliest = deadline
-                }
-                guard !output.isEmpty, let stream = state.streams[mid] else { continue }
-                let (f, b) = Self.deliver(output, stream: stream, mid: mid, localSSRC: state.localSSRC)
-                frames += f
-                feedback += b
-            }
-            next = Self.armTimer(for: earliest, in: &state)
-            return (frames, feedback)
-        }
-        if let next { schedule(next) }
-        hand(frames, to: handler)
-        for packet in feedback { transport.sendRTCP(packet) }
-    }
-
     private func track(_ body: @escaping @Sendable () async -> Void) {
         let task = Task { await body() }
         tasks.withLock { $0.append(task) }
     }
+}
+
+/// Who sends a subscribed stream: the publisher's feed, and its mid there.
+struct SubscribedSource: Sendable, Equatable {
+    var feedID: UInt64
+    var feedMid: String? = nil
+
+    /// The same feed: a stream whose publisher's mid is described anew is not restarted.
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.feedID == rhs.feedID }
 }
 
 /// Serializes negotiations: Janus may send a new offer while an answer is still being prepared.
