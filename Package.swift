@@ -7,7 +7,7 @@ import PackageDescription
 // - one `.systemLibrary` target per C library, each with one C shim target for its macros and variadics;
 // - pure-Swift, I/O-free protocol modules (Janus messages, SDP, RTP/RTCP, E2EE);
 // - thin wrapper modules that each own one C library;
-// - one orchestration module and the `conclave` executable.
+// - the peer connection, the call and the application's file formats, and the `conclave` executable.
 
 /// A system library found with pkg-config and installed from Debian's packages.
 func system(_ name: String, _ pkgConfig: String, _ apt: String) -> Target {
@@ -20,7 +20,7 @@ let package = Package(
     products: [
         .executable(name: "conclave", targets: ["conclave"]),
         .executable(name: "conclave-testbed", targets: ["conclave-testbed"]),
-        .library(name: "Conclave", targets: ["Conclave"]),
+        .library(name: "Conclave", targets: ["ConclavePeerConnection", "ConclaveCall", "ConclaveFormats"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -111,13 +111,28 @@ let package = Package(
             name: "ConclaveMedia",
             dependencies: ["ConclaveCore", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV"]
         ),
+        // The peer connection: ICE + DTLS + SRTP and the media clock, with no Janus in it.
         .target(
-            name: "Conclave",
+            name: "ConclavePeerConnection",
             dependencies: [
-                "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveSDP", "ConclaveRTP", "ConclaveE2EE",
-                "ConclaveICE", "ConclaveOpenSSL", "ConclaveSRTP", "ConclaveOpus", "ConclaveMedia", "ConclaveRecorder",
-                "ConclaveFiles", .product(name: "Logging", package: "swift-log"),
+                "ConclaveCore", "ConclaveOpenSSL", "ConclaveICE", "ConclaveRTP", "ConclaveSDP", "ConclaveSRTP",
+                .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // VideoRoom publisher and subscriber, room subscription, call session, media pipelines,
+        // status and the recording session.
+        .target(
+            name: "ConclaveCall",
+            dependencies: [
+                "ConclavePeerConnection", "ConclaveCore", "ConclaveOpenSSL", "ConclaveE2EE", "ConclaveMedia",
+                "ConclaveOpus", "ConclaveRTP", "ConclaveRecorder", "ConclaveSDP", "JanusClient", "JanusProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The application's own files: configuration and invitations.
+        .target(
+            name: "ConclaveFormats",
+            dependencies: ["ConclaveCore", "ConclaveE2EE", "ConclaveFiles", "ConclaveICE"]
         ),
         // An in-memory Janus behind a JanusTransport, for fast tests of the client and the call layer.
         .target(name: "JanusTesting", dependencies: ["JanusClient", "JanusProtocol"]),
@@ -128,8 +143,9 @@ let package = Package(
         .executableTarget(
             name: "conclave",
             dependencies: [
-                "Conclave", "ConclaveCore", "JanusProtocol", "JanusClient", "ConclaveE2EE", "ConclaveKeyStore",
-                "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles", "ConclaveICE",
+                "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
+                "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
+                "ConclaveICE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -167,16 +183,16 @@ let package = Package(
         .executableTarget(
             name: "bench-transport",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP", "JanusClient", "JanusProtocol",
-                "JanusTestBed", .product(name: "Logging", package: "swift-log"),
+                "ConclaveCall", "ConclavePeerConnection", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP",
+                "JanusClient", "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/transport/Sources"
         ),
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder",
-                "JanusClient", "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
+                "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
+                "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/recorder/Sources"
         ),
@@ -221,19 +237,29 @@ let package = Package(
         ),
         .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport", "JanusTestBed"]),
         .testTarget(
-            name: "ConclaveTests",
+            name: "ConclaveCallTests",
             dependencies: [
-                "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia", "ConclaveAV", "ConclaveVPX",
-                "ConclaveOpus",
-                "ConclaveRTP", "JanusClient", "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport",
+                "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
+                "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
+                "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
+            name: "ConclavePeerConnectionTests",
+            dependencies: [
+                "ConclavePeerConnection", "ConclaveCore", "ConclaveRTP", "ConclaveSDP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "ConclaveFormatsTests",
+            dependencies: ["ConclaveFormats", "ConclaveCore", "ConclaveE2EE", "ConclaveTestSupport"]
+        ),
+        .testTarget(
             name: "ConclaveRecorderTests",
             dependencies: [
-                "ConclaveRecorder", "Conclave", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
-                "ConclaveAV",
+                "ConclaveRecorder", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]

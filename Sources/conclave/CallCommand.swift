@@ -1,7 +1,7 @@
 import ArgumentParser
-import Conclave
 import ConclaveE2EE
 import ConclaveFiles
+import ConclaveFormats
 import ConclaveKeyStore
 import Foundation
 import JanusClient

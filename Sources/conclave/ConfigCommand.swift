@@ -1,5 +1,5 @@
 import ArgumentParser
-import Conclave
+import ConclaveFormats
 import Foundation
 
 /// `conclave config`: the configuration file.

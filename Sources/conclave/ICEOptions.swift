@@ -1,6 +1,7 @@
 import ArgumentParser
-import Conclave
+import ConclaveFormats
 import ConclaveICE
+import ConclavePeerConnection
 import Foundation
 
 /// `--config`: the configuration file `join`, `rejoin` and `record` take their defaults from.

@@ -1,6 +1,6 @@
 import ArgumentParser
-import Conclave
 import ConclaveFiles
+import ConclaveFormats
 import Foundation
 import JanusClient
 

@@ -1,10 +1,12 @@
 import ArgumentParser
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveE2EE
+import ConclaveFormats
 import ConclaveICE
 import ConclaveKeyStore
 import ConclaveMedia
+import ConclavePeerConnection
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -378,8 +380,8 @@ struct CallRunner {
             logger.notice("recording finished", metadata: ["directory": "\(options.record ?? "")"])
         }
         var last = final
-        last.state = await session.currentPhase.rawValue
-        last.janus = "closed"
+        last.state = await session.currentPhase
+        last.janus = .closed
         mode.show(last)
         if mode == .tty { print("") }
     }
@@ -402,13 +404,13 @@ final class StopSignals {
     }
 
     /// Waits for a signal or the duration; returns why it stopped.
-    func wait(duration: Double?) async -> String {
+    func wait(duration: Double?) async -> CallEnd {
         let start = ContinuousClock.now
         let limit = duration.map { Duration.milliseconds(Int($0 * 1000)) }
         while true {
             let number = receivedStopSignal.load(ordering: .relaxed)
-            if number != 0 { return number == SIGINT ? "interrupt" : "terminate" }
-            if let limit, ContinuousClock.now - start >= limit { return "duration" }
+            if number != 0 { return number == SIGINT ? .interrupt : .terminate }
+            if let limit, ContinuousClock.now - start >= limit { return .duration }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }

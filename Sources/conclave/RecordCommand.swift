@@ -1,7 +1,8 @@
 import ArgumentParser
-import Conclave
+import ConclaveCall
 import ConclaveE2EE
 import ConclaveFiles
+import ConclaveFormats
 import ConclaveKeyStore
 import ConclaveRecorder
 import Dispatch

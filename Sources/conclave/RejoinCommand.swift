@@ -1,5 +1,4 @@
 import ArgumentParser
-import Conclave
 import ConclaveE2EE
 import ConclaveKeyStore
 import Foundation

@@ -1,7 +1,6 @@
 import ConclaveE2EE
 import ConclaveFiles
 import Foundation
-import JanusProtocol
 
 /// An invitation to an end-to-end encrypted call: ECall's invitation fields plus what a client
 /// without ECall's backend needs to find the call (the Janus URL and the media crypto format).
@@ -91,75 +90,15 @@ public enum InvitationError: Error, Sendable, Hashable, CustomStringConvertible 
 extension CallInvitation {
     /// Parses an invitation; `path` names it in errors.
     public init(json text: some StringProtocol, path: String) throws(InvitationError) {
-        let value: JSONValue
+        let document: InvitationDocument
         do {
-            value = try JSONValue.parse(text)
+            document = try JSONDecoder().decode(InvitationDocument.self, from: Data(text.utf8))
+        } catch let error as InvitationDocument.FieldError {
+            throw .invalidField(path: path, field: error.field, expected: error.expected)
         } catch {
             throw .notJSON(path: path)
         }
-        guard case .object(let object) = value else { throw .notJSON(path: path) }
-
-        func id(_ field: String) throws(InvitationError) -> UInt64 {
-            switch object[field] {
-            case .int(let number) where number >= 0: return UInt64(number)
-            case .string(let text):
-                if let number = UInt64(text) { return number }
-            default: break
-            }
-            throw .invalidField(path: path, field: field, expected: "a non-negative integer (number or decimal string)")
-        }
-        func string(_ field: String, required: Bool = true) throws(InvitationError) -> String? {
-            switch object[field] {
-            case .string(let text) where !text.isEmpty: return text
-            case nil, .null?: if !required { return nil }
-            default: break
-            }
-            throw .invalidField(path: path, field: field, expected: "a non-empty string")
-        }
-
-        callID = try id("callId")
-        roomID = try id("roomId")
-        guard let key = try string("encryptedAESKey") else {
-            throw .invalidField(path: path, field: "encryptedAESKey", expected: "a non-empty string")
-        }
-        encryptedAESKey = key
-        callerID = try string("callerId", required: false) ?? ""
-        callerName = try string("callerName", required: false) ?? ""
-        switch object["isVideo"] {
-        case .bool(let flag): isVideo = flag
-        case nil, .null?: isVideo = true
-        default: throw .invalidField(path: path, field: "isVideo", expected: "true or false")
-        }
-        if let url = try string("janusUrl", required: false) {
-            guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
-                throw .invalidField(path: path, field: "janusUrl", expected: "a ws:// or wss:// URL")
-            }
-            janusURL = url
-        } else {
-            janusURL = nil
-        }
-        if let crypto = try string("crypto", required: false) {
-            guard let format = FrameCryptoFormat(rawValue: crypto) else {
-                throw .invalidField(path: path, field: "crypto", expected: "\"ecall\" or \"sframe\"")
-            }
-            self.crypto = format
-        } else {
-            crypto = nil
-        }
-        switch object["recipient"] {
-        case nil, .null?: recipient = nil
-        case .object(let fields)?:
-            func text(_ name: String) throws(InvitationError) -> String? {
-                switch fields[name] {
-                case .string(let value)?: return value
-                case nil, .null?: return nil
-                default: throw .invalidField(path: path, field: "recipient.\(name)", expected: "a string")
-                }
-            }
-            recipient = Recipient(display: try text("display"), publicKeyHash: try text("publicKeyHash"))
-        default:
-            throw .invalidField(path: path, field: "recipient", expected: "an object")
-        }
+        self = document.invitation
     }
 
     /// Reads an invitation file.
@@ -178,25 +117,10 @@ extension CallInvitation {
         return try CallInvitation(json: text, path: path)
     }
 
-    /// The invitation as pretty JSON with ECall's field names (ids as JSON numbers).
+    /// The invitation as pretty JSON with ECall's field names (ids as JSON numbers), one field a
+    /// line in ECall's order; each value is written by `JSONEncoder` (see ``InvitationDocument``).
     public func jsonText() -> String {
-        func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }
-        var lines = [
-            "\"callId\": \(callID)",
-            "\"roomId\": \(roomID)",
-            "\"encryptedAESKey\": \(quoted(encryptedAESKey))",
-            "\"callerId\": \(quoted(callerID))",
-            "\"callerName\": \(quoted(callerName))",
-            "\"isVideo\": \(isVideo)",
-        ]
-        if let janusURL { lines.append("\"janusUrl\": \(quoted(janusURL))") }
-        if let crypto { lines.append("\"crypto\": \(quoted(crypto.rawValue))") }
-        if let recipient {
-            var fields: [String: JSONValue] = [:]
-            if let display = recipient.display { fields["display"] = .string(display) }
-            if let hash = recipient.publicKeyHash { fields["publicKeyHash"] = .string(hash) }
-            lines.append("\"recipient\": \(JSONValue.object(fields).serialized())")
-        }
+        let lines = InvitationDocument(self).fields.map { "\"\($0.key.rawValue)\": \($0.json)" }
         return "{\n  " + lines.joined(separator: ",\n  ") + "\n}\n"
     }
 

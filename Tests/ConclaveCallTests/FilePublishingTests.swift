@@ -1,7 +1,8 @@
-import Conclave
 import ConclaveAV
+import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
+import ConclavePeerConnection
 import ConclaveTestSupport
 import Foundation
 import JanusClient

@@ -1,5 +1,5 @@
-import Conclave
 import ConclaveE2EE
+import ConclaveFormats
 import ConclaveTestSupport
 import Foundation
 import Testing
@@ -99,6 +99,56 @@ import Testing
             } catch {
                 #expect(error.description.contains(expected), "\(text): \(error)")
             }
+        }
+    }
+
+    @Test func wrongTypesNameTheField() throws {
+        let base = "\"callId\": 1, \"roomId\": 1, \"encryptedAESKey\": \"k\""
+        let cases: [(String, String)] = [
+            ("{\(base), \"callerId\": 17}", "invitation f.json: field 'callerId' must be a non-empty string"),
+            ("{\(base), \"callerName\": \"\"}", "invitation f.json: field 'callerName' must be a non-empty string"),
+            ("{\(base), \"isVideo\": \"yes\"}", "invitation f.json: field 'isVideo' must be true or false"),
+            ("{\(base), \"recipient\": \"42:Bob\"}", "invitation f.json: field 'recipient' must be an object"),
+            (
+                "{\(base), \"recipient\": {\"display\": 42}}",
+                "invitation f.json: field 'recipient.display' must be a string"
+            ),
+            (
+                "{\"callId\": 1.5, \"roomId\": 1, \"encryptedAESKey\": \"k\"}",
+                "field 'callId' must be a non-negative integer"
+            ),
+            (
+                "{\"callId\": true, \"roomId\": 1, \"encryptedAESKey\": \"k\"}",
+                "field 'callId' must be a non-negative integer"
+            ),
+            (
+                "{\"callId\": 1, \"roomId\": 1, \"encryptedAESKey\": 3}",
+                "field 'encryptedAESKey' must be a non-empty string"
+            ),
+        ]
+        for (text, expected) in cases {
+            do {
+                _ = try CallInvitation(json: text, path: "f.json")
+                Issue.record("read \(text)")
+            } catch {
+                #expect(error.description.contains(expected), "\(text): \(error)")
+                #expect(!error.description.contains("\n"), "one line: \(error)")
+            }
+        }
+    }
+
+    @Test func unknownKeysAndNullsAreIgnored() throws {
+        let text = """
+            {"callId": 1, "roomId": "2", "encryptedAESKey": "k", "callerName": null, "isVideo": null,
+             "janusUrl": null, "crypto": null, "recipient": {"display": null, "deviceName": "x"}, "ecallVersion": 3}
+            """
+        let invitation = try CallInvitation(json: text, path: "f.json")
+        #expect(invitation.callID == 1 && invitation.roomID == 2)
+        #expect(invitation.callerName == "" && invitation.isVideo && invitation.janusURL == nil)
+        #expect(invitation.crypto == nil)
+        #expect(invitation.recipient == CallInvitation.Recipient(display: nil, publicKeyHash: nil))
+        for text in ["", "{", "\"text\"", "null"] {
+            #expect(throws: InvitationError.notJSON(path: "f.json")) { try CallInvitation(json: text, path: "f.json") }
         }
     }
 

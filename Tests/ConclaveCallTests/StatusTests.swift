@@ -3,7 +3,7 @@ import ConclaveE2EE
 import Foundation
 import Testing
 
-@testable import Conclave
+@testable import ConclaveCall
 
 @Suite struct StatusTests {
 
@@ -23,7 +23,7 @@ import Testing
         #expect(bob.id == "42" && bob.feeds == [10, 11] && bob.feed == 11 && bob.present)
         #expect(bob.framesDecrypted == 3 && bob.videoFrames == 2 && bob.audioFrames == 1)
         #expect(bob.undecryptable == 1)
-        #expect(bob.decryptState == "partly failing")
+        #expect(bob.decryptState == .partlyFailing)
         #expect(bob.audioCodec == "opus" && bob.videoCodec == "h264")
     }
 
@@ -53,19 +53,19 @@ import Testing
         tracker.frameArrived(feedID: 2, codec: .vp8, bytes: 100)
         let status = Self.status(tracker)
         #expect(status.participants.map(\.id) == ["Alice", "feed:2"])
-        #expect(status.participants[0].decryptState == "waiting")
+        #expect(status.participants[0].decryptState == .waiting)
     }
 
     @Test func recoveryRecordsWhenMediaResumed() throws {
         let tracker = CallStatusTracker()
         tracker.participantJoined(feedID: 1, display: "1:A")
-        tracker.recoveryStarted("claim")
+        tracker.recoveryStarted(.claim)
         #expect(tracker.recoveryInProgress)
         tracker.frameArrived(feedID: 1, codec: .opus, bytes: 100)
-        tracker.recoveryFinished(as: "new-session")
+        tracker.recoveryFinished(as: .newSession)
         #expect(!tracker.recoveryInProgress)
         var recovery = try #require(Self.status(tracker).recoveries.first)
-        #expect(recovery.kind == "new-session" && recovery.mediaResumedMs == nil, "frames before recovery do not count")
+        #expect(recovery.kind == .newSession && recovery.mediaResumedMs == nil, "frames before recovery do not count")
         tracker.frameArrived(feedID: 1, codec: .opus, bytes: 100)
         recovery = try #require(Self.status(tracker).recoveries.first)
         #expect(recovery.mediaResumedMs != nil)
@@ -86,6 +86,47 @@ import Testing
         #expect(Self.status(tracker).terminalText().contains("7:Carol"))
     }
 
+    /// Scripts read `--status json` by these strings: the enums must write exactly what the
+    /// String fields wrote before them, and read them back.
+    @Test func theStateEnumsWriteTheStringsScriptsRead() throws {
+        let phases: [CallSession.Phase: String] = [
+            .idle: "idle", .connecting: "connecting", .live: "live", .recovering: "recovering", .leaving: "leaving",
+            .left: "left",
+        ]
+        let janus: [JanusConnectionStatus: String] = [
+            .connected: "connected", .reconnecting: "reconnecting", .closed: "closed",
+        ]
+        let kinds: [RecoveryKind: String] = [
+            .claim: "claim", .newSession: "new-session", .iceRestart: "ice-restart", .media: "media",
+            .mediaRejoin: "media-rejoin",
+        ]
+        let decrypt: [DecryptState: String] = [
+            .ok: "ok", .partlyFailing: "partly failing", .failing: "failing", .waiting: "waiting",
+        ]
+        func json(_ value: some Encodable) throws -> String {
+            String(decoding: try JSONEncoder().encode([value]), as: UTF8.self)
+        }
+        for (value, text) in phases { #expect(try json(value) == "[\"\(text)\"]") }
+        for (value, text) in janus { #expect(try json(value) == "[\"\(text)\"]") }
+        for (value, text) in kinds { #expect(try json(value) == "[\"\(text)\"]") }
+        for (value, text) in decrypt { #expect(try json(value) == "[\"\(text)\"]") }
+
+        let tracker = CallStatusTracker()
+        tracker.participantJoined(feedID: 4, display: "4:Dan")
+        tracker.recoveryStarted(.iceRestart)
+        var status = Self.status(tracker)
+        status.state = .recovering
+        status.janus = .reconnecting
+        let line = status.jsonLine()
+        for field in [
+            #""state":"recovering""#, #""janus":"reconnecting""#, #""kind":"ice-restart""#,
+            #""decryptState":"waiting""#,
+        ] {
+            #expect(line.contains(field), "\(line)")
+        }
+        #expect(try JSONDecoder().decode(CallStatus.self, from: Data(line.utf8)) == status)
+    }
+
     static func status(_ tracker: CallStatusTracker) -> CallStatus {
         let snapshot = tracker.snapshot(loss: [:])
         return CallStatus(
@@ -94,8 +135,8 @@ import Testing
             callId: "1",
             room: "2",
             display: "9:Me",
-            state: "live",
-            janus: "connected",
+            state: .live,
+            janus: .connected,
             feed: 3,
             framesSent: 0,
             encryptionFailures: 0,

@@ -1,6 +1,7 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
+import ConclavePeerConnection
 import ConclaveTestSupport
 import ConclaveVPX
 import Foundation

@@ -1,4 +1,4 @@
-import Conclave
+import ConclaveCall
 import JanusClient
 import JanusProtocol
 import JanusTesting

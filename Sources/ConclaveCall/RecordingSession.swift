@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclavePeerConnection
 import ConclaveRTP
 import ConclaveRecorder
 import Foundation

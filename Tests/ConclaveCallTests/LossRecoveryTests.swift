@@ -1,6 +1,7 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
+import ConclavePeerConnection
 import ConclaveRTP
 import ConclaveTestSupport
 import ConclaveVPX

@@ -30,7 +30,7 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
         /// Why the last frame that did not decrypt failed.
         public var lastDecryptFailure: String?
         /// ok (decrypting), failing (recent frames fail), waiting (nothing yet).
-        public var decryptState: String
+        public var decryptState: DecryptState
         public var videoFrameRate: Double
         public var kilobitsPerSecond: Double
         /// Lost packets over expected packets so far, 0...1.
@@ -43,8 +43,8 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
 
     /// One recovery from a fault.
     public struct Recovery: Sendable, Codable, Hashable {
-        /// `claim` (WebSocket dropped, session claimed) or `new-session` (session lost).
-        public var kind: String
+        /// How the call recovered (or, while it has not yet, how it began to).
+        public var kind: RecoveryKind
         public var startedMs: Int
         /// When signalling worked again (claimed, or republished and subscribed).
         public var recoveredMs: Int?
@@ -59,9 +59,9 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     public var room: String
     public var display: String
     /// connecting, live, recovering, leaving, left.
-    public var state: String
+    public var state: CallSession.Phase
     /// The Janus connection: connected, reconnecting, closed.
-    public var janus: String
+    public var janus: JanusConnectionStatus
     public var feed: UInt64?
     public var framesSent: Int
     public var encryptionFailures: Int
@@ -74,7 +74,7 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     public func terminalText() -> String {
         var lines = [
             "call \(callId)  room \(room)  as \(display)  feed \(feed.map(String.init) ?? "-")",
-            "state \(state)  janus \(janus)  sent \(framesSent) frames  recording \(recording)  "
+            "state \(state.rawValue)  janus \(janus.rawValue)  sent \(framesSent) frames  recording \(recording)  "
                 + String(format: "%.0f s", Double(elapsedMs) / 1000),
             "",
             pad("PARTICIPANT", 22) + pad("CODECS", 12) + pad("KBIT/S", 8) + pad("FPS", 6) + pad("LOSS", 7)
@@ -84,7 +84,8 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
             let codecs = [participant.audioCodec, participant.videoCodec].compactMap { $0 }.joined(separator: "+")
             let decrypt =
                 participant.undecryptable > 0
-                ? "\(participant.decryptState) (\(participant.undecryptable) bad)" : participant.decryptState
+                ? "\(participant.decryptState.rawValue) (\(participant.undecryptable) bad)"
+                : participant.decryptState.rawValue
             lines.append(
                 pad((participant.display ?? participant.id) + (participant.present ? "" : " (gone)"), 22)
                     + pad(codecs.isEmpty ? "-" : codecs, 12)
@@ -96,7 +97,7 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
         }
         if participants.isEmpty { lines.append("(nobody else yet)") }
         for recovery in recoveries {
-            var line = "recovered (\(recovery.kind)) at \(recovery.startedMs) ms"
+            var line = "recovered (\(recovery.kind.rawValue)) at \(recovery.startedMs) ms"
             if let recovered = recovery.recoveredMs {
                 line += ", signalling after \(recovered - recovery.startedMs) ms"
             }
@@ -106,6 +107,40 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
         return lines.joined(separator: "\n")
     }
 
+}
+
+/// The Janus connection of a call, as `--status` shows it (`janus` in JSON, by raw value).
+public enum JanusConnectionStatus: String, Sendable, Codable, Hashable {
+    case connected
+    /// The WebSocket dropped; ``JanusConnection`` is reconnecting to claim the session.
+    case reconnecting
+    case closed
+}
+
+/// How a call recovers from a fault (`kind` of a recovery in `--status json`, by raw value).
+public enum RecoveryKind: String, Sendable, Codable, Hashable {
+    /// The WebSocket dropped and the session was claimed on a new one.
+    case claim
+    /// The session was lost: a new session, published and subscribed again.
+    case newSession = "new-session"
+    /// ICE or DTLS failed for good and an ICE restart brought media back.
+    case iceRestart = "ice-restart"
+    /// Media failed for good and the call is joining again on a new session (while it does).
+    case media
+    /// Media failed for good and joining again on a new session brought it back.
+    case mediaRejoin = "media-rejoin"
+}
+
+/// Whether a participant's frames decrypt (`decryptState` in `--status json`, by raw value).
+public enum DecryptState: String, Sendable, Codable, Hashable {
+    /// Recent frames decrypt.
+    case ok
+    /// Some recent frames decrypt and some do not.
+    case partlyFailing = "partly failing"
+    /// Recent frames do not decrypt.
+    case failing
+    /// No frame yet.
+    case waiting
 }
 
 /// Counts what the call receives, per participant, for the status view.
@@ -263,7 +298,7 @@ public final class CallStatusTracker: CallMediaObserver {
     public func senderReport(_ report: SubscribedSenderReport) {}
 
     /// A fault was noticed and recovery of `kind` began.
-    public func recoveryStarted(_ kind: String) {
+    public func recoveryStarted(_ kind: RecoveryKind) {
         let now = milliseconds(.now)
         state.withLock { state in
             state.recoveries.append(CallStatus.Recovery(kind: kind, startedMs: now))
@@ -272,7 +307,7 @@ public final class CallStatusTracker: CallMediaObserver {
 
     /// The recovery under way reached working signalling (and, for a new session, a new publisher).
     /// `kind` replaces the kind it started as (a dropped socket may end as a new session).
-    public func recoveryFinished(as kind: String) {
+    public func recoveryFinished(as kind: RecoveryKind) {
         let now = milliseconds(.now)
         state.withLock { state in
             guard let last = state.recoveries.indices.last, state.recoveries[last].recoveredMs == nil else {
@@ -310,8 +345,8 @@ public final class CallStatusTracker: CallMediaObserver {
                 let frames = entry.audioFrames + entry.videoFrames
                 let failingRecently = entry.lastFailureAt.map { now - $0 < .seconds(2) } ?? false
                 let decrypting = entry.lastFrameAt.map { now - $0 < .seconds(2) } ?? false
-                let decryptState =
-                    failingRecently ? (decrypting ? "partly failing" : "failing") : frames > 0 ? "ok" : "waiting"
+                let decryptState: DecryptState =
+                    failingRecently ? (decrypting ? .partlyFailing : .failing) : frames > 0 ? .ok : .waiting
                 participants.append(
                     CallStatus.Participant(
                         id: key,

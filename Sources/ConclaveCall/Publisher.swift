@@ -1,30 +1,11 @@
 import ConclaveCore
 import ConclaveOpenSSL
-import ConclaveRTP
+import ConclavePeerConnection
 import ConclaveSDP
-import Foundation
 import JanusClient
 import JanusProtocol
 import Logging
 import Synchronization
-
-/// The monotonic clock the media plane runs on, as the RTP modules count time.
-enum MediaClock {
-    private static let origin = ContinuousClock.now
-
-    /// Now, in microseconds since the process's media clock started.
-    static func now() -> MonotonicTime {
-        let elapsed = ContinuousClock.now - origin
-        return MonotonicTime(
-            microseconds: elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        )
-    }
-
-    /// The wall clock as an NTP timestamp, for sender reports.
-    static func wallClock() -> NTPTimestamp {
-        NTPTimestamp(unixMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-    }
-}
 
 /// A publisher in a VideoRoom: one PeerConnection sending our audio and video to Janus.
 ///
@@ -98,21 +79,9 @@ public final class Publisher: Sendable {
     private let keyframeContinuation: AsyncStream<MediaCodec>.Continuation
     private let bitrateContinuation: AsyncStream<UInt64>.Continuation
     private let logger: Logger
-    private let state: Mutex<SendState>
+    /// Packetizing, numbering, NACK answers and sender reports.
+    private let rtp: RTPSendSession
     private let tasks = Mutex<[Task<Void, Never>]>([])
-
-    private struct SendState {
-        var audio: Track?
-        var video: Track?
-        var vp8 = VP8Packetizer()
-        var h264 = H264Packetizer()
-        var framesSent = 0
-    }
-
-    private struct Track {
-        var codec: MediaCodec
-        var sender: RTPSender
-    }
 
     /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected).
     public static func publish(
@@ -168,23 +137,7 @@ public final class Publisher: Sendable {
         let videoTrack = configuration.video.map {
             PublisherTrack(codec: $0, ssrc: UInt32.random(in: 1...UInt32.max), trackID: "video0")
         }
-        func sender(_ track: PublisherTrack?) -> Track? {
-            track.map {
-                Track(
-                    codec: $0.codec,
-                    sender: RTPSender(
-                        sequencer: RTPSequencer(
-                            ssrc: $0.ssrc,
-                            payloadType: $0.payloadType,
-                            initialSequenceNumber: UInt16.random(in: 0...UInt16.max),
-                            timestampOffset: UInt32.random(in: 0...UInt32.max)
-                        ),
-                        clockRate: $0.codec.clockRate
-                    )
-                )
-            }
-        }
-        state = Mutex(SendState(audio: sender(audioTrack), video: sender(videoTrack)))
+        rtp = RTPSendSession(audio: audioTrack, video: videoTrack, transport: transport)
 
         offerParts = OfferParts(
             audio: audioTrack,
@@ -218,7 +171,7 @@ public final class Publisher: Sendable {
             role: DTLSRole(offeredActpassAndRemoteAnswered: result.remote.setup.rawValue)
         )
         try await transport.waitUntilConnected(within: .seconds(10))
-        startSenderReports()
+        rtp.startSenderReports()
         logger.debug(
             "publishing",
             metadata: [
@@ -231,36 +184,7 @@ public final class Publisher: Sendable {
     /// Sends one encoded frame on the track of its kind. Frames of a codec that is not published
     /// are ignored.
     public func send(_ frame: EncodedFrame) {
-        let now = MediaClock.now()
-        var deferredKeyframe = false
-        // Tracks are mutated in place: copying one out would copy its packet history.
-        let packets = state.withLock { state -> [[UInt8]] in
-            if frame.codec.kind == .video, state.video?.sender.dueKeyframeRequest(now: now) == true {
-                deferredKeyframe = true
-            }
-            switch frame.codec.kind {
-            case .audio:
-                guard state.audio?.codec == frame.codec else { return [] }
-                return state.audio?.sender.send(
-                    payloads: OpusPayload.packetize(frame.data),
-                    mediaTimestamp: frame.rtpTimestamp,
-                    markLast: false,
-                    now: now
-                ) ?? []
-            case .video:
-                guard let codec = state.video?.codec, codec == frame.codec else { return [] }
-                let payloads = codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
-                state.framesSent += 1
-                return state.video?.sender.send(
-                    payloads: payloads,
-                    mediaTimestamp: frame.rtpTimestamp,
-                    markLast: true,
-                    now: now
-                ) ?? []
-            }
-        }
-        for packet in packets { transport.sendRTP(packet) }
-        if deferredKeyframe { keyframeContinuation.yield(frame.codec) }
+        if let codec = rtp.send(frame) { keyframeContinuation.yield(codec) }
     }
 
     /// Restarts ICE: new local credentials, a new offer through `configure`, Janus's new answer
@@ -295,32 +219,10 @@ public final class Publisher: Sendable {
     }
 
     /// Send-side counters of one published stream.
-    public struct StreamStatistics: Sendable, Hashable {
-        public var codec: MediaCodec
-        public var packets: UInt32
-        public var bytes: UInt32
-        public var retransmitted: UInt64
-        public var pliReceived: UInt64
-        public var firReceived: UInt64
-    }
+    public typealias StreamStatistics = RTPSendSession.StreamStatistics
 
     /// Counters per published stream (audio, video).
-    public var statistics: [StreamStatistics] {
-        state.withLock { state in
-            [state.audio, state.video].compactMap { track in
-                track.map {
-                    StreamStatistics(
-                        codec: $0.codec,
-                        packets: $0.sender.sequencer.packetCount,
-                        bytes: $0.sender.sequencer.octetCount,
-                        retransmitted: $0.sender.retransmitted,
-                        pliReceived: $0.sender.pliReceived,
-                        firReceived: $0.sender.firReceived
-                    )
-                }
-            }
-        }
-    }
+    public var statistics: [StreamStatistics] { rtp.statistics }
 
     /// Stops publishing and leaves the room, then closes the PeerConnection.
     public func leave() async {
@@ -342,41 +244,9 @@ public final class Publisher: Sendable {
     // MARK: Internals
 
     private func receiveRTCP(_ packet: [UInt8]) {
-        guard let packets = try? RTCPCompound.parse(packet) else { return }
-        let now = MediaClock.now()
-        let arrival = MediaClock.wallClock()
-        var retransmissions: [[UInt8]] = []
-        var keyframe: MediaCodec?
-        var bitrate: UInt64?
-        state.withLock { state in
-            for packet in packets {
-                let actions =
-                    (state.audio?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? [])
-                    .map { (MediaKind.audio, $0) }
-                    + (state.video?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? []).map {
-                        (MediaKind.video, $0)
-                    }
-                for (kind, action) in actions {
-                    switch action {
-                    case .retransmit(let packets): retransmissions += packets
-                    case .requestKeyframe: keyframe = kind == .audio ? state.audio?.codec : state.video?.codec
-                    case .limitBitrate(let limit): bitrate = limit
-                    case .roundTripTime: break
-                    }
-                }
-            }
-        }
-        // Each answer to a NACK goes out twice: Janus asks for a lost packet at most twice (after
-        // 12 ms and 155 ms), so a retransmission lost on a lossy uplink would otherwise often be
-        // lost for good, and with it every frame until the next keyframe. The duplicate costs a
-        // few percent of bandwidth under loss and nothing without it; SRTP replay protection at
-        // Janus drops whichever copy arrives second.
-        for packet in retransmissions {
-            transport.sendRTP(packet)
-            transport.sendRTP(packet)
-        }
-        if let keyframe { keyframeContinuation.yield(keyframe) }
-        if let bitrate { bitrateContinuation.yield(bitrate) }
+        let feedback = rtp.receiveRTCP(packet)
+        if let keyframe = feedback.keyframe { keyframeContinuation.yield(keyframe) }
+        if let bitrate = feedback.bitrateLimit { bitrateContinuation.yield(bitrate) }
     }
 
     private func startTrickling() {
@@ -399,26 +269,6 @@ public final class Publisher: Sendable {
                 }
             }
             roomEvents.finish()
-        }
-    }
-
-    private func startSenderReports() {
-        track { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
-                self?.sendSenderReports()
-            }
-        }
-    }
-
-    private func sendSenderReports() {
-        let now = MediaClock.now()
-        let wallClock = MediaClock.wallClock()
-        let reports = state.withLock { state in
-            [state.audio, state.video].compactMap { $0?.sender.senderReport(now: now, wallClock: wallClock) }
-        }
-        for report in reports {
-            transport.sendRTCP(RTCPCompound.serialize([.senderReport(report)]))
         }
     }
 

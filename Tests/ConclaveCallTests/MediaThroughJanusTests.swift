@@ -1,5 +1,6 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
+import ConclavePeerConnection
 import ConclaveTestSupport
 import Foundation
 import JanusClient

@@ -1,5 +1,5 @@
-import Conclave
 import ConclaveCore
+import ConclaveFormats
 import ConclaveTestSupport
 import Foundation
 import Testing
@@ -64,6 +64,58 @@ import Testing
         let unknownIssues = ConfigurationFile.parse(Data(unknown.utf8)).1
         #expect(unknownIssues.map(\.keyPath) == ["ice.transportPolicy"])
         #expect(unknownIssues.first?.problem.contains("\"relay\"") == true)
+    }
+
+    @Test func wrongTypesAreIssuesAtTheirKeyPaths() {
+        let text = """
+            {
+              "janus": {"url": 8188, "apiSecret": "", "timeoutSeconds": "10"},
+              "ice": {"addresses": "127.0.0.1", "turn": [7, {"url": "turn:h", "username": false}], "stun": null},
+              "video": {"bitrate": 600000.5, "height": true},
+              "audio": [],
+              "dataDirectory": {}
+            }
+            """
+        let (configuration, issues) = ConfigurationFile.parse(Data(text.utf8))
+        let problems = Dictionary(issues.map { ($0.keyPath, $0.problem) }, uniquingKeysWith: { first, _ in first })
+        #expect(problems["janus.url"] == "must be a string")
+        #expect(problems["janus.apiSecret"] == "must not be empty (leave the key out instead)")
+        #expect(problems["janus.timeoutSeconds"] == "must be a number")
+        #expect(problems["ice.addresses"] == "must be an array")
+        #expect(problems["ice.turn[0]"] == "must be an object")
+        #expect(problems["ice.turn[1].username"] == "must be a string")
+        #expect(problems["ice.stun"] == nil, "null is the same as leaving the key out")
+        #expect(problems["video.bitrate"] == "must be an integer")
+        #expect(problems["video.height"] == "must be an integer")
+        #expect(problems["audio"] == "must be an object")
+        #expect(problems["dataDirectory"] == "must be a string")
+        #expect(issues.count == 10, "\(issues)")
+        // What is well-typed is still read.
+        #expect(configuration.turnServers.map(\.address) == ["h"])
+    }
+
+    @Test func unknownKeysAreIssuesAtEveryLevelWithSuggestions() {
+        let text = """
+            {"$comment": "kept", "Crypto": "ecall", "janus": {"URL": "ws://h:1"}, "ice": {"turn": [{"url": "turn:h", "user": "u"}]},
+             "video": {"fps": 30}, "audio": {"bitrate": 32000, "channels": 2}}
+            """
+        let (_, issues) = ConfigurationFile.parse(Data(text.utf8))
+        #expect(
+            issues.map(\.keyPath) == ["Crypto", "janus.URL", "ice.turn[0].user", "video.fps", "audio.channels"],
+            "\(issues)"
+        )
+        #expect(issues.first { $0.keyPath == "Crypto" }?.problem == "unknown key (did you mean \"crypto\"?)")
+        #expect(issues.first { $0.keyPath == "audio.channels" }?.problem == "unknown key; known keys: bitrate")
+    }
+
+    @Test func theTopLevelMustBeAnObject() {
+        for text in ["[]", "3", "\"janus\"", "null"] {
+            let issues = ConfigurationFile.parse(Data(text.utf8)).1
+            #expect(
+                issues == [ConfigurationIssue(keyPath: "", problem: "the top level must be a JSON object")],
+                "\(text)"
+            )
+        }
     }
 
     @Test func brokenJSONIsOneIssueAtTheTop() {

@@ -3,7 +3,6 @@ import ConclaveE2EE
 import ConclaveFiles
 import ConclaveICE
 import Foundation
-import JanusProtocol
 
 /// Conclave's configuration file (JSON; `config/conclave.example.json` documents every key).
 ///
@@ -116,6 +115,8 @@ public enum ConfigurationFile {
         return (configuration, reader.issues)
     }
 
+    /// Checks the values of a decoded ``ConfigurationDocument``, collecting an issue for each key
+    /// of the wrong type, each unknown key and each value out of its range.
     private struct Reader {
         var issues: [ConfigurationIssue] = []
 
@@ -125,45 +126,40 @@ public enum ConfigurationFile {
 
         mutating func read(_ data: Data) -> ConclaveConfiguration {
             var configuration = ConclaveConfiguration()
-            let root: JSONValue
+            let document: ConfigurationDocument
             do {
-                root = try JSONDecoder().decode(JSONValue.self, from: data)
-            } catch let DecodingError.dataCorrupted(context) {
+                document = try JSONDecoder().decode(ConfigurationDocument.self, from: data)
+            } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
                 let detail = (context.underlyingError as NSError?)?.userInfo["NSDebugDescription"] as? String
                 issue("", "not valid JSON" + (detail.map { ": \($0)" } ?? ""))
                 return configuration
             } catch {
-                issue("", "not valid JSON")
-                return configuration
-            }
-            guard case .object(let object) = root else {
+                // JSON, but a number, string, array or null at the top.
                 issue("", "the top level must be a JSON object")
                 return configuration
             }
-            let known = [
-                "janus", "ice", "dataDirectory", "recordingsDirectory", "crypto", "video", "audio", "$comment",
-            ]
-            unknownKeys(object, known: known, at: "")
+            let root = document.root
+            unknownKeys(root, at: "")
+            let object = root.section
 
-            if let janus = self.object(object["janus"], at: "janus") {
-                unknownKeys(janus, known: ["url", "apiSecret", "token", "caFile", "timeoutSeconds"], at: "janus")
-                if let url = string(janus["url"], at: "janus.url") {
+            if let janus = self.object(object.janus, at: "janus") {
+                if let url = string(janus.url, at: "janus.url") {
                     if url.hasPrefix("ws://") || url.hasPrefix("wss://"), URL(string: url)?.host != nil {
                         configuration.janusURL = url
                     } else {
                         issue("janus.url", "must be a ws:// or wss:// URL with a host, got \"\(url)\"")
                     }
                 }
-                configuration.apiSecret = string(janus["apiSecret"], at: "janus.apiSecret")
-                configuration.token = string(janus["token"], at: "janus.token")
-                if let caFile = string(janus["caFile"], at: "janus.caFile") {
+                configuration.apiSecret = string(janus.apiSecret, at: "janus.apiSecret")
+                configuration.token = string(janus.token, at: "janus.token")
+                if let caFile = string(janus.caFile, at: "janus.caFile") {
                     if FileManager.default.isReadableFile(atPath: caFile) {
                         configuration.caFile = caFile
                     } else {
                         issue("janus.caFile", "no readable file at \(caFile)")
                     }
                 }
-                if let timeout = number(janus["timeoutSeconds"], at: "janus.timeoutSeconds") {
+                if let timeout = value(janus.timeoutSeconds, at: "janus.timeoutSeconds", "must be a number") {
                     if timeout > 0 && timeout <= 600 {
                         configuration.requestTimeout = timeout
                     } else {
@@ -172,9 +168,8 @@ public enum ConfigurationFile {
                 }
             }
 
-            if let ice = self.object(object["ice"], at: "ice") {
-                unknownKeys(ice, known: ["addresses", "stun", "turn", "transportPolicy"], at: "ice")
-                if let addresses = array(ice["addresses"], at: "ice.addresses") {
+            if let ice = self.object(object.ice, at: "ice") {
+                if let addresses = value(ice.addresses, at: "ice.addresses", "must be an array") {
                     for (index, item) in addresses.enumerated() {
                         guard let address = string(item, at: "ice.addresses[\(index)]") else { continue }
                         if IPAddressText.isValid(address) {
@@ -184,24 +179,23 @@ public enum ConfigurationFile {
                         }
                     }
                 }
-                if let stun = string(ice["stun"], at: "ice.stun") {
+                if let stun = string(ice.stun, at: "ice.stun") {
                     do {
                         configuration.stunServer = try ICEServerText.stun(stun)
                     } catch {
                         issue("ice.stun", error.description)
                     }
                 }
-                if let turns = array(ice["turn"], at: "ice.turn") {
+                if let turns = value(ice.turn, at: "ice.turn", "must be an array") {
                     for (index, item) in turns.enumerated() {
                         let at = "ice.turn[\(index)]"
                         guard let turn = self.object(item, at: at) else { continue }
-                        unknownKeys(turn, known: ["url", "username", "password"], at: at)
-                        guard let url = string(turn["url"], at: "\(at).url") else {
+                        guard let url = string(turn.url, at: "\(at).url") else {
                             issue("\(at).url", "missing")
                             continue
                         }
-                        let username = string(turn["username"], at: "\(at).username") ?? ""
-                        let password = string(turn["password"], at: "\(at).password") ?? ""
+                        let username = string(turn.username, at: "\(at).username") ?? ""
+                        let password = string(turn.password, at: "\(at).password") ?? ""
                         do {
                             let server = try ICEServerText.turn(url, username: username, password: password)
                             if server.transport == .tls {
@@ -218,7 +212,7 @@ public enum ConfigurationFile {
                         }
                     }
                 }
-                if let policy = string(ice["transportPolicy"], at: "ice.transportPolicy") {
+                if let policy = string(ice.transportPolicy, at: "ice.transportPolicy") {
                     if let value = ICETransportPolicy(rawValue: policy) {
                         configuration.iceTransportPolicy = value
                         if value == .relay, configuration.turnServers.isEmpty {
@@ -230,9 +224,9 @@ public enum ConfigurationFile {
                 }
             }
 
-            configuration.dataDirectory = string(object["dataDirectory"], at: "dataDirectory")
-            configuration.recordingsDirectory = string(object["recordingsDirectory"], at: "recordingsDirectory")
-            if let crypto = string(object["crypto"], at: "crypto") {
+            configuration.dataDirectory = string(object.dataDirectory, at: "dataDirectory")
+            configuration.recordingsDirectory = string(object.recordingsDirectory, at: "recordingsDirectory")
+            if let crypto = string(object.crypto, at: "crypto") {
                 if let choice = CallCryptoChoice(rawValue: crypto) {
                     configuration.crypto = choice
                 } else {
@@ -240,29 +234,28 @@ public enum ConfigurationFile {
                 }
             }
 
-            if let video = self.object(object["video"], at: "video") {
-                unknownKeys(video, known: ["codec", "bitrate", "width", "height", "frameRate"], at: "video")
-                if let codec = string(video["codec"], at: "video.codec") {
+            if let video = self.object(object.video, at: "video") {
+                if let codec = string(video.codec, at: "video.codec") {
                     if let parsed = MediaCodec(rawValue: codec), parsed.kind == .video {
                         configuration.videoCodec = parsed
                     } else {
                         issue("video.codec", "must be \"vp8\" or \"h264\", got \"\(codec)\"")
                     }
                 }
-                configuration.videoBitrate = integer(video["bitrate"], at: "video.bitrate", in: 50_000...20_000_000)
-                configuration.videoWidth = integer(video["width"], at: "video.width", in: 16...3840, even: true)
-                configuration.videoHeight = integer(video["height"], at: "video.height", in: 16...2160, even: true)
-                configuration.videoFrameRate = integer(video["frameRate"], at: "video.frameRate", in: 1...60)
+                configuration.videoBitrate = integer(video.bitrate, at: "video.bitrate", in: 50_000...20_000_000)
+                configuration.videoWidth = integer(video.width, at: "video.width", in: 16...3840, even: true)
+                configuration.videoHeight = integer(video.height, at: "video.height", in: 16...2160, even: true)
+                configuration.videoFrameRate = integer(video.frameRate, at: "video.frameRate", in: 1...60)
             }
-            if let audio = self.object(object["audio"], at: "audio") {
-                unknownKeys(audio, known: ["bitrate"], at: "audio")
-                configuration.audioBitrate = integer(audio["bitrate"], at: "audio.bitrate", in: 6_000...510_000)
+            if let audio = self.object(object.audio, at: "audio") {
+                configuration.audioBitrate = integer(audio.bitrate, at: "audio.bitrate", in: 6_000...510_000)
             }
             return configuration
         }
 
-        mutating func unknownKeys(_ object: [String: JSONValue], known: [String], at path: String) {
-            for key in object.keys.sorted() where !known.contains(key) {
+        mutating func unknownKeys<Section>(_ object: ConfigurationObject<Section>, at path: String) {
+            let known = ConfigurationObject<Section>.knownKeys
+            for key in object.unknownKeys {
                 let suggestion = known.first { $0.lowercased() == key.lowercased() }
                 issue(
                     path.isEmpty ? key : "\(path).\(key)",
@@ -273,71 +266,53 @@ public enum ConfigurationFile {
             }
         }
 
-        mutating func object(_ value: JSONValue?, at path: String) -> [String: JSONValue]? {
+        /// A present value of the right type; an issue saying `problem` for one of the wrong type.
+        mutating func value<Value>(_ value: ConfigurationValue<Value>?, at path: String, _ problem: String) -> Value? {
             switch value {
             case nil, .null?: return nil
-            case .object(let object)?: return object
-            default:
-                issue(path, "must be an object")
+            case .value(let value)?: return value
+            case .wrongType?:
+                issue(path, problem)
                 return nil
             }
         }
 
-        mutating func array(_ value: JSONValue?, at path: String) -> [JSONValue]? {
-            switch value {
-            case nil, .null?: return nil
-            case .array(let items)?: return items
-            default:
-                issue(path, "must be an array")
-                return nil
-            }
+        /// The section of an object, after an issue for each key it does not know.
+        mutating func object<Section>(_ value: ConfigurationValue<ConfigurationObject<Section>>?, at path: String)
+            -> Section?
+        {
+            guard let object = self.value(value, at: path, "must be an object") else { return nil }
+            unknownKeys(object, at: path)
+            return object.section
         }
 
-        mutating func string(_ value: JSONValue?, at path: String) -> String? {
-            switch value {
-            case nil, .null?: return nil
-            case .string(let text)?:
-                if text.isEmpty {
-                    issue(path, "must not be empty (leave the key out instead)")
-                    return nil
-                }
-                return text
-            default:
-                issue(path, "must be a string")
+        mutating func string(_ value: ConfigurationValue<String>?, at path: String) -> String? {
+            guard let text = self.value(value, at: path, "must be a string") else { return nil }
+            if text.isEmpty {
+                issue(path, "must not be empty (leave the key out instead)")
                 return nil
             }
+            return text
         }
 
-        mutating func number(_ value: JSONValue?, at path: String) -> Double? {
-            switch value {
-            case nil, .null?: return nil
-            case .int(let number)?: return Double(number)
-            case .double(let number)?: return number
-            default:
-                issue(path, "must be a number")
-                return nil
-            }
-        }
-
-        mutating func integer(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>, even: Bool = false)
+        mutating func integer(
+            _ value: ConfigurationValue<Int>?,
+            at path: String,
+            in range: ClosedRange<Int>,
+            even: Bool = false
+        )
             -> Int?
         {
-            switch value {
-            case nil, .null?: return nil
-            case .int(let number)?:
-                guard let number = Int(exactly: number), range.contains(number) else {
-                    issue(path, "must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
-                    return nil
-                }
-                if even && number % 2 != 0 {
-                    issue(path, "must be even, got \(number)")
-                    return nil
-                }
-                return number
-            default:
-                issue(path, "must be an integer")
+            guard let number = self.value(value, at: path, "must be an integer") else { return nil }
+            guard range.contains(number) else {
+                issue(path, "must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
                 return nil
             }
+            if even && number % 2 != 0 {
+                issue(path, "must be even, got \(number)")
+                return nil
+            }
+            return number
         }
     }
 }

@@ -1,4 +1,5 @@
 import ConclaveE2EE
+import ConclavePeerConnection
 import JanusClient
 import JanusProtocol
 import Logging
@@ -91,6 +92,11 @@ public final class RoomSubscription: Sendable {
     private let logger: Logger
     private let state = Mutex(State())
     private let main: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let failureContinuation: AsyncStream<MediaTransportFailure>.Continuation
+
+    /// Each time the subscriber's PeerConnection fails for good (ICE or DTLS), why: the event a
+    /// call recovers on. Keeps the latest failure only; read by one task.
+    public let mediaFailures: AsyncStream<MediaTransportFailure>
 
     /// Starts following the room: subscribes to `initialPublishers` at once, then follows
     /// `roomEvents`.
@@ -106,6 +112,7 @@ public final class RoomSubscription: Sendable {
         self.configuration = configuration
         self.observers = observers
         self.logger = logger
+        (mediaFailures, failureContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         let task = Task { [weak self] in
             await self?.arrived(initialPublishers)
             for await event in roomEvents {
@@ -152,6 +159,7 @@ public final class RoomSubscription: Sendable {
         }
         receiver?.stop()
         for task in tasks { task.cancel() }
+        failureContinuation.finish()
         await subscriber?.close()
     }
 
@@ -220,15 +228,22 @@ public final class RoomSubscription: Sendable {
                 for observer in observers { observer.senderReport(report) }
             }
         }
+        let failures = failureContinuation
+        let watch = Task {
+            for await state in subscriber.transport.states {
+                if case .failed(let reason) = state { failures.yield(reason) }
+            }
+        }
         let closed = state.withLock { state -> Bool in
             state.subscriber = subscriber
             state.receiver = receiver
-            state.tasks += [reports]
+            state.tasks += [reports, watch]
             return state.closed
         }
         if closed {
             receiver.stop()
             reports.cancel()
+            watch.cancel()
             Task { await subscriber.close() }
         }
     }

@@ -1,6 +1,7 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveE2EE
+import ConclavePeerConnection
 import ConclaveTestSupport
 import JanusClient
 import JanusProtocol

@@ -3,7 +3,6 @@ import ConclaveOpenSSL
 import ConclaveSDP
 import ConclaveSRTP
 import Foundation
-import JanusClient
 import Logging
 import Synchronization
 
@@ -12,7 +11,29 @@ public struct MediaTransportError: Error, Sendable, CustomStringConvertible {
     /// What failed, for people.
     public var description: String
 
-    init(_ description: String) { self.description = description }
+    public init(_ description: String) { self.description = description }
+}
+
+/// Why a media transport failed for good.
+public enum MediaTransportFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// ICE tried every candidate pair and none works.
+    case iceFailed
+    /// The DTLS handshake failed (or a DTLS record could not be handled).
+    case dtls(String)
+    /// DTLS agreed on an SRTP protection profile this build cannot use.
+    case unsupportedSRTPProfile(String)
+    /// The SRTP sessions could not be made from the exported keys.
+    case srtp(String)
+
+    public var description: String {
+        switch self {
+        case .iceFailed: "ICE failed: no candidate pair works"
+        case .dtls(let error): "DTLS: \(error)"
+        case .unsupportedSRTPProfile(let profile):
+            "DTLS negotiated an SRTP profile this build cannot use (\(profile))"
+        case .srtp(let error): "SRTP: \(error)"
+        }
+    }
 }
 
 /// Where a media transport stands.
@@ -24,8 +45,8 @@ public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
     case handshaking
     /// SRTP keys are in place: media flows.
     case connected
-    /// ICE failed, or DTLS failed (the error says why).
-    case failed(String)
+    /// ICE failed, or DTLS or SRTP failed (the failure says why).
+    case failed(MediaTransportFailure)
     case closed
 
     public var description: String {
@@ -208,7 +229,7 @@ public final class MediaTransport: Sendable {
     /// Whether a local candidate may be signalled: every one, or only relayed ones under the
     /// relay-only policy (libnice's force-relay keeps others out of its checks, but the peer
     /// must not learn or try our own addresses either).
-    private func admitsLocalCandidate(_ line: String) -> Bool {
+    public func admitsLocalCandidate(_ line: String) -> Bool {
         guard ice.configuration.transportPolicy == .relay else { return true }
         return (try? ICECandidate(parsing: line))?.type == "relay"
     }
@@ -240,23 +261,6 @@ public final class MediaTransport: Sendable {
         )
         inner.withLock { $0.dtls = dtls }
         if ice.state == .connected || ice.state == .ready { beginHandshake() }
-    }
-
-    /// Trickles our local candidates (and the end marker) to Janus on `handle`, until the
-    /// transport closes. Returns the task doing it.
-    func trickleCandidates(to handle: JanusHandle) -> Task<Void, Never> {
-        let candidates = ice.localCandidates
-        return Task { [self] in
-            for await event in candidates {
-                switch event {
-                case .candidate(let line):
-                    guard admitsLocalCandidate(line) else { continue }
-                    try? await handle.trickle(.candidate(line, sdpMid: "0", sdpMLineIndex: 0))
-                case .endOfCandidates:
-                    try? await handle.trickle(.completed)
-                }
-            }
-        }
     }
 
     /// Restarts ICE with new local credentials (after an outage, or when the path changed),
@@ -429,7 +433,7 @@ public final class MediaTransport: Sendable {
             // After an ICE restart the DTLS session and SRTP keys are still in place.
             let keyed = inner.withLock { $0.inbound != nil && $0.state == .connecting }
             if keyed { setState(.connected, onlyFrom: [.connecting]) } else { beginHandshake() }
-        case .failed: setState(.failed("ICE failed: no candidate pair works"), onlyFrom: nil)
+        case .failed: setState(.failed(.iceFailed), onlyFrom: nil)
         default: break
         }
     }
@@ -449,24 +453,31 @@ public final class MediaTransport: Sendable {
             do {
                 try dtls.start()
             } catch {
-                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                setState(.failed(.dtls("\(error)")), onlyFrom: nil)
                 return
             }
         }
-        // Drive retransmissions until the handshake ends.
-        track(
-            Task { [weak self] in
-                while !Task.isCancelled, dtls.state == .handshaking || dtls.state == .new {
-                    try? await Task.sleep(for: dtls.retransmissionTimeout ?? .milliseconds(50))
-                    do {
-                        try dtls.handleTimeout()
-                    } catch {
-                        self?.setState(.failed("DTLS: \(error)"), onlyFrom: nil)
-                        return
-                    }
-                }
+        scheduleRetransmission(of: dtls)
+    }
+
+    /// Drives DTLS retransmissions until the handshake ends: one one-shot timer at a time on the
+    /// ICE loop, the thread that handles DTLS records and the jitter buffers' timers too (one timer
+    /// system per loop; no Swift concurrency timer and no thread hop per retransmission).
+    private func scheduleRetransmission(of dtls: DTLSTransport) {
+        guard dtls.state == .handshaking || dtls.state == .new else { return }
+        ice.repeatOnLoop(every: dtls.retransmissionTimeout ?? .milliseconds(50)) { [weak self] in
+            guard let self, self.state != .closed, dtls.state == .handshaking || dtls.state == .new else {
+                return false
             }
-        )
+            do {
+                try dtls.handleTimeout()
+            } catch {
+                self.setState(.failed(.dtls("\(error)")), onlyFrom: nil)
+                return false
+            }
+            self.scheduleRetransmission(of: dtls)
+            return false
+        }
     }
 
     /// One datagram from ICE, on the loop thread.
@@ -477,7 +488,7 @@ public final class MediaTransport: Sendable {
             do {
                 if case .connected(let keys) = try dtls.receive(datagram) { installKeys(keys) }
             } catch {
-                setState(.failed("DTLS: \(error)"), onlyFrom: nil)
+                setState(.failed(.dtls("\(error)")), onlyFrom: nil)
             }
         case .rtp:
             receiveSRTP(datagram, isRTCP: false)
@@ -510,7 +521,7 @@ public final class MediaTransport: Sendable {
 
     private func installKeys(_ keys: SRTPKeyingMaterial) {
         guard let profile = SRTPProfile(rawValue: keys.profile.rawValue) else {
-            setState(.failed("DTLS negotiated an SRTP profile this build cannot use (\(keys.profile))"), onlyFrom: nil)
+            setState(.failed(.unsupportedSRTPProfile("\(keys.profile)")), onlyFrom: nil)
             return
         }
         do {
@@ -523,7 +534,7 @@ public final class MediaTransport: Sendable {
             logger.debug("DTLS-SRTP connected", metadata: ["profile": "\(profile)"])
             setState(.connected, onlyFrom: nil)
         } catch {
-            setState(.failed("SRTP: \(error)"), onlyFrom: nil)
+            setState(.failed(.srtp("\(error)")), onlyFrom: nil)
         }
     }
 

@@ -1,4 +1,4 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveTestSupport
@@ -101,7 +101,7 @@ import Testing
 
         await call.alice.dropJanusConnectionForTesting()
         let claimed = await Self.waitUntil {
-            await call.alice.status().recoveries.contains { $0.kind == "claim" && $0.recoveredMs != nil }
+            await call.alice.status().recoveries.contains { $0.kind == .claim && $0.recoveredMs != nil }
         }
         #expect(claimed != nil, "the session is claimed on a new WebSocket")
         let resumed = await Self.mediaFlowsBothWays(call)
@@ -141,7 +141,7 @@ import Testing
         #expect(bobAsSeenByAlice.undecryptable == 0, "the same key decrypts after recovery")
         #expect(await call.alice.status().participants.count == 1)
         let recovery = try #require(await call.alice.status().recoveries.last)
-        #expect(recovery.kind == "new-session")
+        #expect(recovery.kind == .newSession)
         #expect(recovery.mediaResumedMs != nil)
         await call.alice.leave()
         await call.bob.leave()
@@ -179,8 +179,8 @@ import Testing
         print("link down 12 s: media both ways \(resumed.map { "\($0)" } ?? "never") after the link came back")
         let kinds = await call.alice.status().recoveries.map(\.kind)
         print("link down 12 s: recoveries \(kinds)")
-        let rejoined = kinds.contains("media-rejoin") || kinds.contains("new-session")
-        #expect(kinds.contains("ice-restart") || rejoined, "ICE failed, so ICE restart or a new session: \(kinds)")
+        let rejoined = kinds.contains(.mediaRejoin) || kinds.contains(.newSession)
+        #expect(kinds.contains(.iceRestart) || rejoined, "ICE failed, so ICE restart or a new session: \(kinds)")
         if rejoined { #expect(await call.alice.feedID != feed) } else { #expect(await call.alice.feedID == feed) }
         #expect(await Self.participant("2", of: call.alice)?.undecryptable == 0)
         await call.alice.leave()

@@ -1,5 +1,7 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
+import ConclaveFormats
+import ConclavePeerConnection
 import ConclaveTestSupport
 import Foundation
 import JanusClient

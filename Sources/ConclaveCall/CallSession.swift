@@ -2,6 +2,7 @@ import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
 import ConclaveOpenSSL
+import ConclavePeerConnection
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -70,8 +71,8 @@ public actor CallSession {
         }
     }
 
-    /// Where the call stands.
-    public enum Phase: String, Sendable {
+    /// Where the call stands (the `state` of `--status json`, by its raw value).
+    public enum Phase: String, Sendable, Codable, Hashable {
         case idle, connecting, live, recovering, leaving, left
     }
 
@@ -99,7 +100,7 @@ public actor CallSession {
     private var leg: Leg?
     private var generation = 0
     private var phase: Phase = .idle
-    private var janusState = "closed"
+    private var janusState = JanusConnectionStatus.closed
     private var previousSent = 0
     private var previousEncryptionFailures = 0
 
@@ -152,7 +153,7 @@ public actor CallSession {
             throw CallError.from(error, step: "connecting to Janus", url: url)
         }
         self.connection = connection
-        janusState = "connected"
+        janusState = .connected
         watch(connection)
         do {
             leg = try await openLeg(on: connection, initial: true)
@@ -164,6 +165,7 @@ public actor CallSession {
             throw CallError.from(error, step: "joining the call", url: url)
         }
         phase = .live
+        recheckMedia()
         logger.info("joined", metadata: ["room": "\(configuration.room)", "feed": "\(leg?.publisher.feedID ?? 0)"])
     }
 
@@ -189,7 +191,7 @@ public actor CallSession {
         deadline.cancel()
         await connection?.close()
         self.connection = nil
-        janusState = "closed"
+        janusState = .closed
         phase = .left
         logger.info("left the call")
     }
@@ -227,7 +229,7 @@ public actor CallSession {
             callId: String(configuration.callID),
             room: String(configuration.room),
             display: configuration.display,
-            state: phase.rawValue,
+            state: phase,
             janus: janusState,
             feed: leg?.publisher.feedID,
             framesSent: previousSent + sent,
@@ -313,21 +315,6 @@ public actor CallSession {
                     for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
                 }
             }
-            let watchdog = Task { [weak self, publisher] in
-                // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
-                // PeerConnections, and publishes and subscribes again on a new session if that
-                // does not bring media back.
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    guard let self else { return }
-                    let subscriberState = await self.subscriberTransportState()
-                    for state in [publisher.transport.state, subscriberState] {
-                        if case .failed(let reason) = state {
-                            await self.mediaFailed(reason, generation: generation)
-                        }
-                    }
-                }
-            }
             let events = Task { [weak self] in
                 for await event in session.events {
                     await self?.sessionEvent(event, generation: generation)
@@ -346,13 +333,27 @@ public actor CallSession {
                 observers: observers,
                 logger: logger
             )
+            // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
+            // PeerConnections, and publishes and subscribes again on a new session if that does not
+            // bring media back. Woken by the transports' state changes, not by a timer; a failure
+            // seen while another recovery runs is looked at again when it ends (`recheckMedia`).
+            let publisherWatchdog = Task { [weak self, publisher] in
+                for await state in publisher.transport.states {
+                    if case .failed(let reason) = state { await self?.mediaFailed(reason, generation: generation) }
+                }
+            }
+            let subscriberWatchdog = Task { [weak self, subscription] in
+                for await reason in subscription.mediaFailures {
+                    await self?.mediaFailed(reason, generation: generation)
+                }
+            }
             return Leg(
                 generation: generation,
                 session: session,
                 publisher: publisher,
                 senders: senders,
                 senderTasks: senderTasks,
-                tasks: [requests, bitrates, periodic, watchdog, events],
+                tasks: [requests, bitrates, periodic, publisherWatchdog, subscriberWatchdog, events],
                 subscription: subscription
             )
         } catch {
@@ -387,21 +388,31 @@ public actor CallSession {
         }
     }
 
-    private func subscriberTransportState() -> MediaTransportState {
-        leg?.subscription.subscriber?.transport.state ?? .new
+    /// Acts on a transport that is still failed once a recovery is over: its failure may have come
+    /// while that recovery ran, when ``mediaFailed(_:generation:)`` ignores it, and the watchdogs
+    /// see only changes.
+    private func recheckMedia() {
+        guard let leg else { return }
+        for state in [leg.publisher.transport.state, leg.subscription.subscriber?.transport.state] {
+            if case .failed(let reason)? = state {
+                mediaFailed(reason, generation: leg.generation)
+                return
+            }
+        }
     }
 
-    private func mediaFailed(_ reason: String, generation: Int) {
+    private func mediaFailed(_ reason: MediaTransportFailure, generation: Int) {
         guard generation == leg?.generation, phase == .live, recoveryTask == nil, let leg else { return }
         logger.warning("media transport failed; restarting ICE", metadata: ["reason": "\(reason)"])
-        tracker.recoveryStarted("ice-restart")
+        tracker.recoveryStarted(.iceRestart)
         let logger = self.logger
         recoveryTask = Task {
             let restarted = await Self.restartICE(of: leg, within: .seconds(5), logger: logger)
             self.recoveryFinished()
             if restarted, generation == self.leg?.generation {
-                self.tracker.recoveryFinished(as: "ice-restart")
+                self.tracker.recoveryFinished(as: .iceRestart)
                 logger.notice("media recovered by ICE restart")
+                self.recheckMedia()
             } else {
                 logger.warning("ICE restart did not bring media back; joining again on a new session")
                 self.startRecovery(newConnection: false, sessionAlive: true)
@@ -445,17 +456,17 @@ public actor CallSession {
         guard connection === self.connection, phase == .live || phase == .recovering else { return }
         switch state {
         case .connected:
-            janusState = "connected"
+            janusState = .connected
         case .reconnecting(let attempt):
-            janusState = "reconnecting"
+            janusState = .reconnecting
             if attempt <= 1, !tracker.recoveryInProgress {
                 logger.notice("Janus connection dropped; reconnecting")
-                tracker.recoveryStarted("claim")
+                tracker.recoveryStarted(.claim)
             }
         case .reconnected:
-            janusState = "connected"
+            janusState = .connected
         case .closed(let error):
-            janusState = "closed"
+            janusState = .closed
             logger.warning("Janus connection closed", metadata: ["error": "\(error.map(\.message) ?? "none")"])
             startRecovery(newConnection: true)
         }
@@ -466,7 +477,7 @@ public actor CallSession {
         switch event {
         case .reclaimed:
             logger.notice("Janus session claimed on the new connection")
-            tracker.recoveryFinished(as: "claim")
+            tracker.recoveryFinished(as: .claim)
         case .lost(let error):
             logger.warning("Janus session lost; starting a new one", metadata: ["error": "\(error.message)"])
             startRecovery(newConnection: false)
@@ -480,6 +491,7 @@ public actor CallSession {
         recoveryTask = Task {
             await self.recoverWithNewSession(newConnection: newConnection, sessionAlive: sessionAlive)
             self.recoveryFinished()
+            self.recheckMedia()
         }
     }
 
@@ -490,7 +502,7 @@ public actor CallSession {
     private func recoverWithNewSession(newConnection: Bool, sessionAlive: Bool) async {
         guard phase == .live else { return }
         phase = .recovering
-        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? "media" : "new-session") }
+        if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? .media : .newSession) }
         if let old = leg {
             leg = nil
             for task in old.senderTasks { task.cancel() }
@@ -519,7 +531,7 @@ public actor CallSession {
                         return
                     }
                     self.connection = fresh
-                    janusState = "connected"
+                    janusState = .connected
                     watch(fresh)
                     needsConnection = false
                 }
@@ -531,12 +543,12 @@ public actor CallSession {
                 }
                 leg = fresh
                 phase = .live
-                tracker.recoveryFinished(as: sessionAlive ? "media-rejoin" : "new-session")
+                tracker.recoveryFinished(as: sessionAlive ? .mediaRejoin : .newSession)
                 logger.notice("call recovered with a new session", metadata: ["feed": "\(fresh.publisher.feedID)"])
                 return
             } catch {
                 logger.info("recovery attempt failed", metadata: ["error": "\(error)", "retry": "\(delay)"])
-                if janusState == "closed" { needsConnection = true }
+                if janusState == .closed { needsConnection = true }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(2))
             }

@@ -1,4 +1,4 @@
-import Conclave
+import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
 import ConclaveOpus

@@ -1,0 +1,188 @@
+import ConclaveCore
+import ConclaveRTP
+import ConclaveSDP
+import Synchronization
+
+/// The send side of RTP on one PeerConnection: frames packetized (VP8, H264, Opus), numbered by
+/// each track's ``RTPSender`` (which keeps the history NACKs are answered from), protected and
+/// sent; RTCP feedback from the receiver answered; a sender report per track every second.
+///
+/// Frames come from the senders' tasks and RTCP from the ICE loop thread, so the tracks are
+/// behind one lock, taken once per frame and once per RTCP packet. Sender reports run on a timer
+/// of the ICE loop, the loop that runs the transport's other timers.
+public final class RTPSendSession: Sendable {
+    /// What the receiver asked for in one RTCP compound packet (NACKs are answered inside).
+    public struct Feedback: Sendable, Hashable {
+        /// The codec of the track a keyframe was asked for (PLI or FIR).
+        public var keyframe: MediaCodec?
+        /// The bitrate limit (bits per second) of the last REMB.
+        public var bitrateLimit: UInt64?
+
+        public init(keyframe: MediaCodec? = nil, bitrateLimit: UInt64? = nil) {
+            self.keyframe = keyframe
+            self.bitrateLimit = bitrateLimit
+        }
+    }
+
+    /// Send-side counters of one track.
+    public struct StreamStatistics: Sendable, Hashable {
+        public var codec: MediaCodec
+        public var packets: UInt32
+        public var bytes: UInt32
+        public var retransmitted: UInt64
+        public var pliReceived: UInt64
+        public var firReceived: UInt64
+    }
+
+    private struct Track {
+        var codec: MediaCodec
+        var sender: RTPSender
+    }
+
+    private struct State {
+        var audio: Track?
+        var video: Track?
+        var vp8 = VP8Packetizer()
+        var h264 = H264Packetizer()
+    }
+
+    private let state: Mutex<State>
+    private let transport: MediaTransport
+
+    /// A session sending `audio` and `video` (each nil when not published) on `transport`,
+    /// starting at random sequence numbers and timestamps as RFC 3550 asks.
+    public init(audio: PublisherTrack?, video: PublisherTrack?, transport: MediaTransport) {
+        func track(_ track: PublisherTrack?) -> Track? {
+            track.map {
+                Track(
+                    codec: $0.codec,
+                    sender: RTPSender(
+                        sequencer: RTPSequencer(
+                            ssrc: $0.ssrc,
+                            payloadType: $0.payloadType,
+                            initialSequenceNumber: UInt16.random(in: 0...UInt16.max),
+                            timestampOffset: UInt32.random(in: 0...UInt32.max)
+                        ),
+                        clockRate: $0.codec.clockRate
+                    )
+                )
+            }
+        }
+        state = Mutex(State(audio: track(audio), video: track(video)))
+        self.transport = transport
+    }
+
+    /// Sends one encoded frame on the track of its kind; frames of a codec that is not sent are
+    /// ignored. Returns the codec when a keyframe request the sender deferred is now due (the
+    /// caller asks its encoder for one).
+    public func send(_ frame: EncodedFrame) -> MediaCodec? {
+        let now = MediaClock.now()
+        var deferredKeyframe = false
+        // Tracks are mutated in place: copying one out would copy its packet history.
+        let packets = state.withLock { state -> [[UInt8]] in
+            if frame.codec.kind == .video, state.video?.sender.dueKeyframeRequest(now: now) == true {
+                deferredKeyframe = true
+            }
+            switch frame.codec.kind {
+            case .audio:
+                guard state.audio?.codec == frame.codec else { return [] }
+                return state.audio?.sender.send(
+                    payloads: OpusPayload.packetize(frame.data),
+                    mediaTimestamp: frame.rtpTimestamp,
+                    markLast: false,
+                    now: now
+                ) ?? []
+            case .video:
+                guard let codec = state.video?.codec, codec == frame.codec else { return [] }
+                let payloads = codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
+                return state.video?.sender.send(
+                    payloads: payloads,
+                    mediaTimestamp: frame.rtpTimestamp,
+                    markLast: true,
+                    now: now
+                ) ?? []
+            }
+        }
+        for packet in packets { transport.sendRTP(packet) }
+        return deferredKeyframe ? frame.codec : nil
+    }
+
+    /// Handles one RTCP compound packet from the receiver: NACKs are answered from the history at
+    /// once, keyframe requests and bitrate limits are returned.
+    public func receiveRTCP(_ packet: [UInt8]) -> Feedback {
+        var feedback = Feedback()
+        guard let packets = try? RTCPCompound.parse(packet) else { return feedback }
+        let now = MediaClock.now()
+        let arrival = MediaClock.wallClock()
+        var retransmissions: [[UInt8]] = []
+        state.withLock { state in
+            for packet in packets {
+                let actions =
+                    (state.audio?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? [])
+                    .map { (MediaKind.audio, $0) }
+                    + (state.video?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? []).map {
+                        (MediaKind.video, $0)
+                    }
+                for (kind, action) in actions {
+                    switch action {
+                    case .retransmit(let packets): retransmissions += packets
+                    case .requestKeyframe: feedback.keyframe = kind == .audio ? state.audio?.codec : state.video?.codec
+                    case .limitBitrate(let limit): feedback.bitrateLimit = limit
+                    case .roundTripTime: break
+                    }
+                }
+            }
+        }
+        // Each answer to a NACK goes out twice: Janus asks for a lost packet at most twice (after
+        // 12 ms and 155 ms), so a retransmission lost on a lossy uplink would otherwise often be
+        // lost for good, and with it every frame until the next keyframe. The duplicate costs a
+        // few percent of bandwidth under loss and nothing without it; SRTP replay protection at
+        // Janus drops whichever copy arrives second.
+        for packet in retransmissions {
+            transport.sendRTP(packet)
+            transport.sendRTP(packet)
+        }
+        return feedback
+    }
+
+    /// Sends a sender report for each track every second, on the ICE loop, until the transport
+    /// closes.
+    public func startSenderReports() {
+        let transport = self.transport
+        transport.ice.repeatOnLoop(every: .seconds(1)) { [weak self] in
+            guard let self, transport.state != .closed else { return false }
+            self.sendSenderReports()
+            return true
+        }
+    }
+
+    /// Sends one sender report per track now.
+    public func sendSenderReports() {
+        let now = MediaClock.now()
+        let wallClock = MediaClock.wallClock()
+        let reports = state.withLock { state in
+            [state.audio, state.video].compactMap { $0?.sender.senderReport(now: now, wallClock: wallClock) }
+        }
+        for report in reports {
+            transport.sendRTCP(RTCPCompound.serialize([.senderReport(report)]))
+        }
+    }
+
+    /// Counters per track (audio, video).
+    public var statistics: [StreamStatistics] {
+        state.withLock { state in
+            [state.audio, state.video].compactMap { track in
+                track.map {
+                    StreamStatistics(
+                        codec: $0.codec,
+                        packets: $0.sender.sequencer.packetCount,
+                        bytes: $0.sender.sequencer.octetCount,
+                        retransmitted: $0.sender.retransmitted,
+                        pliReceived: $0.sender.pliReceived,
+                        firReceived: $0.sender.firReceived
+                    )
+                }
+            }
+        }
+    }
+}
