@@ -1,4 +1,5 @@
 import ConclaveCall
+import ConclavePeerConnection
 import JanusClient
 import JanusProtocol
 import JanusTesting
