@@ -63,7 +63,7 @@ public final class Subscriber: Sendable {
     private let reportContinuation: AsyncStream<SubscribedSenderReport>.Continuation
     private let logger: Logger
     /// Routing, jitter buffers, RTCP feedback and reports of the subscribed streams.
-    private let rtp: RTPReceiveSession<SubscribedSource>
+    private let rtp: RTPReceiveSession
     private let state = Mutex(NegotiationState())
     private let negotiation = NegotiationLock()
     private let tasks = Mutex<[Task<Void, Never>]>([])
@@ -130,8 +130,8 @@ public final class Subscriber: Sendable {
             transport: transport,
             onFrame: { received in
                 let frame = SubscribedFrame(
-                    feedID: received.source.feedID,
-                    feedMid: received.source.feedMid,
+                    feedID: received.source.id,
+                    feedMid: received.source.mid,
                     mid: received.mid,
                     frame: received.frame,
                     ssrc: received.ssrc,
@@ -144,7 +144,7 @@ public final class Subscriber: Sendable {
             onSenderReport: { report in
                 reportContinuation.yield(
                     SubscribedSenderReport(
-                        feedID: report.source.feedID,
+                        feedID: report.source.id,
                         mid: report.mid,
                         report: report.report,
                         arrival: report.arrival
@@ -174,7 +174,7 @@ public final class Subscriber: Sendable {
     /// Callable from any thread; it takes the receive lock briefly and never waits on the network.
     @discardableResult
     public func requestKeyframe(feedID: UInt64) -> Bool {
-        rtp.requestKeyframe(from: SubscribedSource(feedID: feedID))
+        rtp.requestKeyframe(from: RTPReceiveSession.Source(id: feedID))
     }
 
     /// Adds every stream of `feeds` to the subscription.
@@ -247,9 +247,9 @@ public final class Subscriber: Sendable {
             }
             rtp.configure(result.media) { media, previous in
                 let described = layout.first { $0.mid == media.mid }
-                return SubscribedSource(
-                    feedID: described?.feedID ?? previous?.feedID ?? 0,
-                    feedMid: described == nil ? previous?.feedMid : described?.feedMid
+                return RTPReceiveSession.Source(
+                    id: described?.feedID ?? previous?.id ?? 0,
+                    mid: described == nil ? previous?.mid : described?.feedMid
                 )
             }
             try await handle.start(answer: JSEP(type: .answer, sdp: answer.text, e2ee: offer.e2ee))
@@ -298,15 +298,6 @@ public final class Subscriber: Sendable {
         let task = Task { await body() }
         tasks.withLock { $0.append(task) }
     }
-}
-
-/// Who sends a subscribed stream: the publisher's feed, and its mid there.
-struct SubscribedSource: Sendable, Equatable {
-    var feedID: UInt64
-    var feedMid: String? = nil
-
-    /// The same feed: a stream whose publisher's mid is described anew is not restarted.
-    static func == (lhs: Self, rhs: Self) -> Bool { lhs.feedID == rhs.feedID }
 }
 
 /// Serializes negotiations: Janus may send a new offer while an answer is still being prepared.

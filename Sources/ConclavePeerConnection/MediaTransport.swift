@@ -500,7 +500,14 @@ public final class MediaTransport: Sendable {
     }
 
     private func receiveSRTP(_ datagram: UnsafeRawBufferPointer, isRTCP: Bool) {
-        let (session, rtpHandler, rtcpHandler) = inner.withLock { ($0.inbound, $0.onRTP, $0.onRTCP) }
+        // One lock per packet: the packet is counted as received when the session is read, and
+        // moved to the failures in the rare case that it does not unprotect.
+        let (session, rtpHandler, rtcpHandler) = inner.withLock { inner in
+            if inner.inbound != nil {
+                if isRTCP { inner.counters.rtcpReceived += 1 } else { inner.counters.rtpReceived += 1 }
+            }
+            return (inner.inbound, inner.onRTP, inner.onRTCP)
+        }
         guard let session else { return }
         var packet = Array(datagram)
         do {
@@ -510,12 +517,12 @@ public final class MediaTransport: Sendable {
                     : try session.unprotect(buffer, length: datagram.count)
             }
             packet.removeLast(packet.count - length)
-            inner.withLock {
-                if isRTCP { $0.counters.rtcpReceived += 1 } else { $0.counters.rtpReceived += 1 }
-            }
             if isRTCP { rtcpHandler?(packet) } else { rtpHandler?(packet) }
         } catch {
-            inner.withLock { $0.counters.unprotectFailures += 1 }
+            inner.withLock { inner in
+                if isRTCP { inner.counters.rtcpReceived -= 1 } else { inner.counters.rtpReceived -= 1 }
+                inner.counters.unprotectFailures += 1
+            }
         }
     }
 

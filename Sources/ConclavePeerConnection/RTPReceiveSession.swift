@@ -8,13 +8,30 @@ import Synchronization
 /// stream's ``JitterBuffer``, which also asks for retransmissions (NACK) and keyframes (PLI or
 /// FIR); receiver reports every second; sender reports passed on for synchronization.
 ///
-/// `Source` says who sends a stream (for a VideoRoom subscription, the publisher's feed); the
-/// session only carries it to the frames and reports it delivers.
+/// A ``Source`` says who sends a stream (for a VideoRoom subscription, the publisher's feed); the
+/// session only carries it to the frames and reports it delivers. It is a concrete type, not a
+/// generic parameter, so that the per-packet path is compiled for it (a generic class from
+/// another module runs unspecialized).
 ///
 /// Packets, the jitter-buffer timer and receiver reports all run on the ICE loop thread; the
 /// streams are behind one lock, taken once per packet, because negotiation (a task), keyframe
 /// requests (a recorder thread) and statistics (a status task) reach them from other threads.
-public final class RTPReceiveSession<Source: Sendable & Equatable>: Sendable {
+public final class RTPReceiveSession: Sendable {
+    /// Who sends a stream: an id (a VideoRoom feed) and the stream's mid at the sender. Two
+    /// sources are the same sender when their ids are: a sender's mid described anew does not
+    /// restart its stream.
+    public struct Source: Sendable, Equatable {
+        public var id: UInt64
+        public var mid: String?
+
+        public init(id: UInt64, mid: String? = nil) {
+            self.id = id
+            self.mid = mid
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool { lhs.id == rhs.id }
+    }
+
     /// One complete frame of a stream.
     public struct Frame: Sendable {
         public var source: Source
