@@ -21,8 +21,9 @@ import Synchronization
 ///   again; the new feed ids map to the same participants by their `"<userId>:"` display prefix.
 ///   If Janus lost the room too (rooms created by API do not survive a restart), it is created
 ///   again with the same id and codecs;
-/// - media that failed for good (ICE or DTLS failed after a long outage; there is no ICE restart
-///   yet) is handled the same way, after leaving and destroying the old session.
+/// - media that failed (ICE or DTLS failed after an outage) first gets an ICE restart on both legs;
+///   when that does not bring it back within 5 s, it is handled like a lost session, after leaving
+///   and destroying the old one.
 /// ``leave()`` unpublishes, leaves, destroys the session and closes the connection.
 public actor CallSession {
     /// What to join.

@@ -48,7 +48,7 @@ public struct SubscribedSenderReport: Sendable {
 /// Each m-line gets a jitter buffer that reorders, asks for retransmissions (NACK) and keyframes
 /// (PLI), and delivers complete frames on ``frames``. Feeds are added and removed with
 /// ``add(feeds:)`` and ``remove(feeds:)``; Janus's renegotiation offers are answered on the same
-/// transport (no ICE restart).
+/// transport, and ``restartICE()`` renews its ICE credentials after a media failure.
 public final class Subscriber: Sendable {
     /// The VideoRoom handle of the subscription.
     public let handle: VideoRoomHandle
