@@ -4,11 +4,18 @@ public import ConclaveCore
 
 /// Writes encoded frames (Opus, VP8, H264) into a container file without transcoding.
 ///
-/// Timestamps come from the frames' RTP timestamps: each track's first frame is at the track's
-/// `startOffset`, later frames follow their RTP clock (wrap-around handled). The file header is
-/// written once every H264 track has seen a keyframe with SPS and PPS (the container needs them as
-/// codec private data); frames of other tracks that arrive earlier are held back, and video frames
-/// before a track's first keyframe are dropped because nothing could decode them.
+/// The writer decides no timing and no gating: the caller hands it packets already placed on the
+/// file's timeline (a pts and dts in ticks of the track codec's clock, which is the time base it
+/// declares for each stream) and writes them as given. Deciding where a frame belongs (unwrapping
+/// RTP timestamps, what to do with a sender's jumps or repeats, which frames a decoder could use)
+/// is the caller's, so that it is decided once; the recorder's `SegmentMuxer` does it. The writer
+/// only refuses, with `MediaFileError.Kind.malformed` and without writing anything, what the
+/// container could not hold: a timestamp that does not advance, an Opus packet a reader would
+/// drop, a frame too large for libavcodec.
+///
+/// The file header is written once every H264 track has seen a keyframe carrying SPS and PPS (the
+/// container needs them as codec private data); frames of other tracks that arrive earlier are
+/// held back, and an H264 frame before them is refused.
 ///
 /// Write failures (disk full, I/O errors) throw `MediaFileError.Kind.writeFailed` naming the file
 /// and FFmpeg's reason. `close()` writes the trailer (cues, durations, final Ogg page) and reports
@@ -63,16 +70,13 @@ public final class MediaFileWriter {
         public var channels: Int
         /// Opus pre-skip in 48 kHz samples (the encoder's lookahead; 312 for libopus at 48 kHz).
         public var opusPreSkip: Int
-        /// Where this track's first frame sits on the file's timeline (for aligning tracks).
-        public var startOffset: Duration
 
         /// A video track.
         public static func video(
             _ codec: MediaCodec,
             width: Int,
             height: Int,
-            frameRate: Int = 30,
-            startOffset: Duration = .zero
+            frameRate: Int = 30
         ) -> Track {
             Track(
                 codec: codec,
@@ -80,21 +84,19 @@ public final class MediaFileWriter {
                 height: height,
                 frameRate: frameRate,
                 channels: 0,
-                opusPreSkip: 0,
-                startOffset: startOffset
+                opusPreSkip: 0
             )
         }
 
         /// An Opus track.
-        public static func opus(channels: Int, preSkip: Int = 312, startOffset: Duration = .zero) -> Track {
+        public static func opus(channels: Int, preSkip: Int = 312) -> Track {
             Track(
                 codec: .opus,
                 width: 0,
                 height: 0,
                 frameRate: 50,
                 channels: channels,
-                opusPreSkip: preSkip,
-                startOffset: startOffset
+                opusPreSkip: preSkip
             )
         }
     }
@@ -102,12 +104,16 @@ public final class MediaFileWriter {
     private struct TrackState {
         var track: Track
         var stream: UnsafeMutablePointer<AVStream>
-        var firstTimestamp: UInt32?
-        var extended: Int64 = 0
-        var lastTimestamp: UInt32 = 0
-        var lastPTS: Int64?
-        var started = false
+        /// The last written packet's dts, which the next one must pass.
+        var lastDTS: Int64?
         var parameterSets: [UInt8]?
+    }
+
+    private struct HeldPacket {
+        var frame: EncodedFrame
+        var track: Int
+        var pts: Int64
+        var dts: Int64
     }
 
     private enum State {
@@ -120,13 +126,11 @@ public final class MediaFileWriter {
     public let path: String
     /// The container being written.
     public let container: Container
-    /// Video frames dropped because they came before their track's first keyframe.
-    public private(set) var droppedLeadingFrames = 0
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     private var tracks: [TrackState] = []
     private var state = State.waitingForParameterSets
-    private var held: [(EncodedFrame, Int)] = []
+    private var held: [HeldPacket] = []
     private let muxerOptions: [String: String]
     /// How many frames may wait for the header before the writer gives up.
     static let holdLimit = 2_000
@@ -295,8 +299,14 @@ public final class MediaFileWriter {
         }
     }
 
-    /// Writes one frame to track `track` (an index into the `tracks` given to `init`).
-    public func write(_ frame: EncodedFrame, track index: Int) throws(MediaFileError) {
+    /// Writes one frame to track `track` (an index into the `tracks` given to `init`) at `pts`
+    /// and `dts` (`pts` when nil), in ticks of the track codec's clock.
+    ///
+    /// The frame's RTP timestamp is not looked at. Throws `.malformed`, writing nothing, when the
+    /// dts does not pass the track's previous one or the pts is before the dts (libavformat would
+    /// refuse both), for an H264 frame before the track's first SPS and PPS, and for a frame the
+    /// container cannot hold; other errors are write failures.
+    public func write(_ frame: EncodedFrame, track index: Int, pts: Int64, dts: Int64? = nil) throws(MediaFileError) {
         guard index >= 0, index < tracks.count else {
             throw MediaFileError(path: path, kind: .writeFailed, reason: "no track \(index)")
         }
@@ -307,24 +317,25 @@ public final class MediaFileWriter {
                 reason: "\(frame.codec) frame for a \(tracks[index].track.codec) track"
             )
         }
-        // A reader drops an Opus packet whose stated frame lengths do not fit it, so the file
-        // would not hold what was written; such a packet decodes to nothing anyway. Checked
-        // before a frame is held, so every held frame can be written.
-        if frame.codec == .opus, !OpusPacketTiming.isWellFormed(frame.data) {
-            throw MediaFileError(path: path, kind: .malformed, reason: "track \(index) Opus packet is malformed")
-        }
+        let dts = dts ?? pts
+        // Checked before a frame is held, so every held frame can be written.
+        try validate(frame, track: index, pts: pts, dts: dts)
         switch state {
         case .closed:
             throw MediaFileError(path: path, kind: .writeFailed, reason: "the writer is closed")
         case .waitingForParameterSets:
             if frame.codec == .h264, tracks[index].parameterSets == nil {
                 guard frame.isKeyframe, let sets = H264AnnexB.parameterSets(in: frame.data) else {
-                    droppedLeadingFrames += 1
-                    return
+                    throw MediaFileError(
+                        path: path,
+                        kind: .malformed,
+                        reason: "track \(index) H264 frame before the first keyframe with SPS and PPS"
+                    )
                 }
                 tracks[index].parameterSets = sets
             }
-            held.append((frame, index))
+            tracks[index].lastDTS = dts
+            held.append(HeldPacket(frame: frame, track: index, pts: pts, dts: dts))
             guard held.count <= Self.holdLimit else {
                 throw MediaFileError(
                     path: path,
@@ -336,17 +347,19 @@ public final class MediaFileWriter {
             try writeHeader()
             let pending = held
             held.removeAll()
-            for (heldFrame, heldIndex) in pending { try mux(heldFrame, track: heldIndex) }
+            for packet in pending { try mux(packet.frame, track: packet.track, pts: packet.pts, dts: packet.dts) }
         case .writing:
-            try mux(frame, track: index)
+            tracks[index].lastDTS = dts
+            try mux(frame, track: index, pts: pts, dts: dts)
         }
     }
 
-    private func mux(_ frame: EncodedFrame, track index: Int) throws(MediaFileError) {
-        var state = tracks[index]
-        if state.track.codec.kind == .video, !state.started, !frame.isKeyframe {
-            droppedLeadingFrames += 1
-            return
+    /// Refuses what a reader or libavformat would not take.
+    private func validate(_ frame: EncodedFrame, track index: Int, pts: Int64, dts: Int64) throws(MediaFileError) {
+        // A reader drops an Opus packet whose stated frame lengths do not fit it, so the file
+        // would not hold what was written; such a packet decodes to nothing anyway.
+        if frame.codec == .opus, !OpusPacketTiming.isWellFormed(frame.data) {
+            throw MediaFileError(path: path, kind: .malformed, reason: "track \(index) Opus packet is malformed")
         }
         // The packet size goes to libavcodec as an Int32 (with its padding).
         guard frame.data.count <= Int(Int32.max) - Int(AV_INPUT_BUFFER_PADDING_SIZE) else {
@@ -356,42 +369,25 @@ public final class MediaFileWriter {
                 reason: "track \(index) frame of \(frame.data.count) bytes is too large"
             )
         }
-        state.started = true
-        // The unwrapped timestamp and the pts use checked arithmetic: the RTP timestamps are the
-        // sender's, so a stream of 2^31-tick jumps must end in a refused frame, not a trap.
-        var timelineEnds = false
-        if state.firstTimestamp != nil {
-            let step = Int64(Int32(bitPattern: frame.rtpTimestamp &- state.lastTimestamp))
-            let (extended, overflow) = state.extended.addingReportingOverflow(step)
-            state.extended = extended
-            timelineEnds = overflow
-        } else {
-            state.firstTimestamp = frame.rtpTimestamp
-            state.extended = 0
-        }
-        state.lastTimestamp = frame.rtpTimestamp
-        let clockRate = Int64(state.track.codec.clockRate)
-        let offsetTicks = Self.ticks(state.track.startOffset, clockRate: clockRate)
-        let (pts, ptsOverflow) = state.extended.addingReportingOverflow(offsetTicks)
-        if timelineEnds || ptsOverflow {
-            tracks[index] = state
+        if let last = tracks[index].lastDTS, dts <= last {
             throw MediaFileError(
                 path: path,
                 kind: .malformed,
-                reason: "track \(index) timestamp \(frame.rtpTimestamp) is beyond the file's timeline"
+                reason: "track \(index) timestamp \(dts) does not advance past \(last) (out of order or duplicate)"
             )
         }
-        if let last = state.lastPTS, pts <= last {
-            tracks[index] = state
+        guard pts >= dts else {
             throw MediaFileError(
                 path: path,
                 kind: .malformed,
-                reason: "track \(index) timestamp \(frame.rtpTimestamp) does not advance (out of order or duplicate)"
+                reason: "track \(index) presentation time \(pts) is before its decoding time \(dts)"
             )
         }
-        state.lastPTS = pts
-        tracks[index] = state
+    }
 
+    private func mux(_ frame: EncodedFrame, track index: Int, pts: Int64, dts: Int64) throws(MediaFileError) {
+        let state = tracks[index]
+        let clockRate = Int64(state.track.codec.clockRate)
         let duration: Int64
         if frame.codec == .opus {
             duration = Int64(OpusPacketTiming.sampleCount(of: frame.data) ?? 960)
@@ -409,7 +405,7 @@ public final class MediaFileWriter {
         let target = state.stream.pointee.time_base
         packet.pointee.stream_index = state.stream.pointee.index
         packet.pointee.pts = av_rescale_q(pts, source, target)
-        packet.pointee.dts = packet.pointee.pts
+        packet.pointee.dts = av_rescale_q(dts, source, target)
         packet.pointee.duration = av_rescale_q(duration, source, target)
         if frame.isKeyframe { packet.pointee.flags |= AV_PKT_FLAG_KEY }
         // av_interleaved_write_frame takes the packet's data and leaves the packet blank.
@@ -421,17 +417,6 @@ public final class MediaFileWriter {
         if let io = context.pointee.pb, io.pointee.error < 0 {
             throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
         }
-    }
-
-    /// `duration` in ticks of a `clockRate` clock, rounded down, held at Int64's bounds (a start
-    /// offset is derived from times the sender and the files supply).
-    static func ticks(_ duration: Duration, clockRate: Int64) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: clockRate)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (sum, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000 * clockRate / 1_000_000_000)
-        if sumOverflow { return seconds < 0 ? .min : .max }
-        return sum
     }
 
     /// Pushes buffered bytes to the file now (a recorder calls this periodically so a crash loses

@@ -32,7 +32,7 @@ public final class RecordingSession: CallMediaObserver {
         case left(UInt64, Int64)
         case frame(UInt64, MediaKind, EncodedFrame, Int64, keyEpoch: UInt64?, lostBefore: Int)
         case undecryptable(UInt64, MediaKind, String, Int64)
-        case senderReport(UInt64, MediaKind, UInt64, UInt32, Int64)
+        case senderReport(UInt64, MediaKind, SenderReportTime, Int64)
     }
 
     /// One subscribed stream: a feed's m-line.
@@ -263,8 +263,8 @@ public final class RecordingSession: CallMediaObserver {
                     last = max(last, time)
                 case .undecryptable(let feed, let kind, let reason, let time):
                     recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
-                case .senderReport(let feed, let kind, let ntp, let rtp, let time):
-                    recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
+                case .senderReport(let feed, let kind, let report, let time):
+                    recorder.senderReport(report, feedID: feed, kind: kind, arrival: time)
                 }
             }
             batch.removeAll(keepingCapacity: true)
@@ -362,7 +362,7 @@ public final class RecordingSession: CallMediaObserver {
     }
 
     private static func event(_ report: SubscribedSenderReport, kind: MediaKind, arrival: Int64) -> Event {
-        .senderReport(report.feedID, kind, report.report.ntpTimestamp.rawValue, report.report.rtpTimestamp, arrival)
+        .senderReport(report.feedID, kind, SenderReportTime(report.report), arrival)
     }
 
     /// The recording's manifest for status output: the one built at the recorder's first tick

@@ -259,6 +259,10 @@ public struct JitterBuffer: Sendable {
     private var receivedUnique: Int64 = 0
     private var missing: [Int64: MissingPacket] = [:]
     private var headBlockedSince: MonotonicTime?
+    /// Video only: after a loss (or before the first frame) delta frames reference a picture the
+    /// receiver never got, so none is handed out until a keyframe, and one is asked for. This is the
+    /// receiver's concern, for every consumer; where a recorded file may start is decided apart, in
+    /// the recorder's segment muxer.
     private var waitingForKeyframe: Bool
     private var hasDelivered = false
     /// The last sequence number and the timestamp of the last frame delivered, and

@@ -1,6 +1,7 @@
 import ConclaveAV
 public import ConclaveCore
 import ConclaveFiles
+import ConclaveRTP
 import Foundation
 public import Logging
 
@@ -291,26 +292,34 @@ public final class CallRecorder {
         activeSegment[feedID]?.tracks[kind]?.undecryptable += 1
     }
 
-    /// A sender report of `feedID`'s `kind` stream.
-    public func senderReport(feedID: UInt64, kind: MediaKind, ntp: UInt64, rtpTimestamp: UInt32, arrival: Int64) {
+    /// A sender report of `feedID`'s `kind` stream, arrived at `arrival`.
+    public func senderReport(_ report: SenderReportTime, feedID: UInt64, kind: MediaKind, arrival: Int64) {
+        let arrived = ArrivedReport(time: report, arrival: arrival)
         guard let segment = activeSegment[feedID], let track = segment.tracks[kind] else {
-            pendingReports[feedID, default: [:]][kind] = (ntp, rtpTimestamp, arrival)
+            pendingReports[feedID, default: [:]][kind] = arrived
             return
         }
-        record(report: (ntp, rtpTimestamp, arrival), track: track, segment: segment)
+        record(arrived, track: track, segment: segment)
     }
 
-    private var pendingReports: [UInt64: [MediaKind: (UInt64, UInt32, Int64)]] = [:]
+    /// A sender report and when it arrived.
+    private struct ArrivedReport {
+        var time: SenderReportTime
+        var arrival: Int64
+    }
 
-    private func record(report: (UInt64, UInt32, Int64), track: Track, segment: Segment) {
+    /// Reports of streams whose track has no segment yet, taken when it gets one.
+    private var pendingReports: [UInt64: [MediaKind: ArrivedReport]] = [:]
+
+    private func record(_ report: ArrivedReport, track: Track, segment: Segment) {
         if let journal = track.journal {
             do {
-                try journal.appendSenderReport(ntp: report.0, rtpTimestamp: report.1, arrivalMicroseconds: report.2)
+                try journal.appendSenderReport(report.time, arrivalMicroseconds: report.arrival)
             } catch {
                 fail(track, segment: segment, error.description)
             }
         }
-        segment.muxer.senderReport(kind: track.kind, ntp: report.0, rtpTimestamp: report.1, codec: track.codec)
+        segment.muxer.senderReport(report.time, kind: track.kind, codec: track.codec)
     }
 
     /// Hands what the events taken in since the last call produced to the kernel: each journal's
@@ -498,7 +507,7 @@ public final class CallRecorder {
         }
         segment.tracks[kind] = track
         if let report = pendingReports[segment.feedID]?.removeValue(forKey: kind) {
-            record(report: report, track: track, segment: segment)
+            record(report, track: track, segment: segment)
         }
         return track
     }

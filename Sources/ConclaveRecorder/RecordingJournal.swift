@@ -1,5 +1,6 @@
 public import ConclaveCore
 import ConclaveFiles
+import ConclaveRTP
 import Foundation
 
 #if canImport(Glibc)
@@ -77,12 +78,12 @@ public enum JournalRecord: Sendable, Hashable {
     /// frames of the stream were lost just before it.
     case frame(EncodedFrame, arrivalMicroseconds: Int64, framesLostBefore: Int = 0)
     /// A sender report of the track's stream: the sender's NTP time of an RTP timestamp.
-    case senderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64)
+    case senderReport(SenderReportTime, arrivalMicroseconds: Int64)
 
     /// When the record's event arrived.
     public var arrivalMicroseconds: Int64 {
         switch self {
-        case .frame(_, let arrival, _), .senderReport(_, _, let arrival): arrival
+        case .frame(_, let arrival, _), .senderReport(_, let arrival): arrival
         }
     }
 }
@@ -213,13 +214,13 @@ public final class JournalWriter {
     }
 
     /// Appends a sender report (in memory until the next ``commit()`` or sync).
-    public func appendSenderReport(ntp: UInt64, rtpTimestamp: UInt32, arrivalMicroseconds: Int64) throws(JournalError) {
+    public func appendSenderReport(_ report: SenderReportTime, arrivalMicroseconds: Int64) throws(JournalError) {
         guard descriptor >= 0 else { throw JournalError(path: path, reason: "the journal is closed") }
         pending.append(contentsOf: JournalFormat.recordMarker)
         let start = pending.count
         pending.append(JournalFormat.senderReportRecord)
-        pending.appendBigEndian(ntp)
-        pending.appendBigEndian(rtpTimestamp)
+        pending.appendBigEndian(report.ntp.rawValue)
+        pending.appendBigEndian(report.rtpTimestamp)
         pending.appendBigEndian(UInt64(bitPattern: arrivalMicroseconds))
         pending.appendBigEndian(CRC32.checksum(pending, from: start))
         try syncIfDue(now: arrivalMicroseconds)
@@ -530,7 +531,10 @@ public struct JournalReader {
             guard let ntp = reader.readUInt64(), let rtp = reader.readUInt32(), let arrival = reader.readUInt64() else {
                 return cut("cut sender report record")
             }
-            record = .senderReport(ntp: ntp, rtpTimestamp: rtp, arrivalMicroseconds: Int64(bitPattern: arrival))
+            record = .senderReport(
+                SenderReportTime(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtp),
+                arrivalMicroseconds: Int64(bitPattern: arrival)
+            )
         default:
             return bad("unknown record type \(type)")
         }

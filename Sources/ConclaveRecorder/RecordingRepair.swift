@@ -274,8 +274,8 @@ public enum RecordingRepair {
                 switch record {
                 case .frame(let frame, let arrival, let lost):
                     try muxer.append(kind: header.kind, frame: frame, arrival: arrival, framesLostBefore: lost)
-                case .senderReport(let ntp, let rtp, _):
-                    muxer.senderReport(kind: header.kind, ntp: ntp, rtpTimestamp: rtp, codec: header.codec)
+                case .senderReport(let report, _):
+                    muxer.senderReport(report, kind: header.kind, codec: header.codec)
                 }
             }
             try muxer.finish()

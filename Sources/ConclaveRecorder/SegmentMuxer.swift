@@ -47,7 +47,8 @@ public struct TrackProgress: Sendable, Hashable {
     public var framesWritten = 0
     /// Video frames before the first keyframe, which nothing could decode.
     public var framesDroppedBeforeKeyframe = 0
-    /// Frames the container refused (a timestamp that does not advance: a duplicate).
+    /// Frames refused: a timestamp that does not advance (a repeat, or a frame up to a second
+    /// late), an empty frame, or one the container cannot hold.
     public var framesRejected = 0
     /// RTP timestamp jumps the arrival times cannot explain (a sender that reset its clock, or a
     /// hostile one): the frame was kept and timed by its arrival instead of its timestamp.
@@ -77,6 +78,14 @@ public struct TrackProgress: Sendable, Hashable {
 /// a participant share the sender's clock, so they line up; participants share the recorder's
 /// clock, so they line up with each other. After the start, each track's frames are timed by
 /// their RTP timestamps, so gaps keep their real length.
+///
+/// It is the one place that decides timing and gating on the way to disk: it unwraps RTP
+/// timestamps, refuses repeats, keeps and re-times jumps, drops video until a frame a decoder can
+/// start from, and aligns tracks by sender reports; the ``SegmentFileWriter`` (a
+/// `MediaFileWriter`) gets frames with their final pts and only writes them. The jitter buffer's
+/// own wait for a keyframe is a different concern: after a loss it stops handing out frames that
+/// reference the lost one, so a live decoder does not show corruption; this muxer's gate is about
+/// where a file may start.
 public final class SegmentMuxer {
     /// The container path without its extension (`.webm` or `.mkv` is chosen from the codecs).
     public let basePath: String
@@ -113,8 +122,11 @@ public final class SegmentMuxer {
     private var pending: [Pending] = []
     private var clocks: [MediaKind: SenderReportClock] = [:]
     private var firstArrival: [MediaKind: Int64] = [:]
-    private var writer: MediaFileWriter?
+    private let makeWriter: MakeWriter
+    private var writer: (any SegmentFileWriter)?
     private var trackIndex: [MediaKind: Int] = [:]
+    /// Where the track's first frame sits in the file, in ticks of its clock (the writer's time base).
+    private var startTicks: [MediaKind: Int64] = [:]
     /// The timestamp of the track's last written frame, after `rtpAdjustment`.
     private var lastRTP: [MediaKind: UInt32] = [:]
     /// Added to each frame's RTP timestamp (wrapping) since the track's last jump, so the writer
@@ -148,12 +160,43 @@ public final class SegmentMuxer {
     ///   trailer to play, so a file cut by `kill -9` plays up to about its last second. A live
     ///   file has no index (cues) or duration; the recorder rebuilds a seekable one from the
     ///   journals at a clean finish, and `recordings repair` does it after a crash.
-    public init(basePath: String, recordingStart: Int64, timing: RecorderTiming = RecorderTiming(), live: Bool = false)
+    public convenience init(
+        basePath: String,
+        recordingStart: Int64,
+        timing: RecorderTiming = RecorderTiming(),
+        live: Bool = false
+    ) {
+        self.init(
+            basePath: basePath,
+            recordingStart: recordingStart,
+            timing: timing,
+            live: live,
+            makeWriter: SegmentMuxer.mediaFileWriter
+        )
+    }
+
+    /// Creates the writer of a segment's container: the path (or `pipe:` descriptor) to write,
+    /// the container, the tracks and the libavformat muxer options.
+    typealias MakeWriter = (String, MediaFileWriter.Container, [MediaFileWriter.Track], [String: String])
+        throws(MediaFileError) -> any SegmentFileWriter
+
+    /// A muxer that writes through `makeWriter` (tests pass a fake to see what the muxer decided).
+    init(basePath: String, recordingStart: Int64, timing: RecorderTiming, live: Bool, makeWriter: @escaping MakeWriter)
     {
         self.basePath = basePath
         self.recordingStart = recordingStart
         self.timing = timing
         self.live = live
+        self.makeWriter = makeWriter
+    }
+
+    private static func mediaFileWriter(
+        path: String,
+        container: MediaFileWriter.Container,
+        tracks: [MediaFileWriter.Track],
+        muxerOptions: [String: String]
+    ) throws(MediaFileError) -> any SegmentFileWriter {
+        try MediaFileWriter(path: path, container: container, tracks: tracks, muxerOptions: muxerOptions)
     }
 
     deinit {
@@ -170,9 +213,9 @@ public final class SegmentMuxer {
     }
 
     /// Takes a sender report of the segment's `kind` stream.
-    public func senderReport(kind: MediaKind, ntp: UInt64, rtpTimestamp: UInt32, codec: MediaCodec) {
+    public func senderReport(_ report: SenderReportTime, kind: MediaKind, codec: MediaCodec) {
         var clock = clocks[kind] ?? SenderReportClock(clockRate: codec.clockRate)
-        clock.update(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtpTimestamp)
+        clock.update(ntp: report.ntp, rtpTimestamp: report.rtpTimestamp)
         clocks[kind] = clock
     }
 
@@ -195,7 +238,7 @@ public final class SegmentMuxer {
             return
         case .buffering:
             if firstArrival[kind] == nil { firstArrival[kind] = arrival }
-            if kind == .video, !frame.isKeyframe, !pending.contains(where: { $0.kind == .video }) {
+            if kind == .video, !pending.contains(where: { $0.kind == .video }), !Self.startsDecoding(frame) {
                 tracks[kind]?.framesDroppedBeforeKeyframe += 1
                 return
             }
@@ -204,6 +247,13 @@ public final class SegmentMuxer {
         case .writing:
             try write(kind: kind, frame: frame, arrival: arrival)
         }
+    }
+
+    /// Whether a video track may start at `frame`: a keyframe, and for H264 one that carries the
+    /// SPS and PPS the container needs before anything can be decoded. Only frames before a
+    /// track's first one are checked, so the scan is not paid per frame.
+    static func startsDecoding(_ frame: EncodedFrame) -> Bool {
+        frame.isKeyframe && (frame.codec != .h264 || H264AnnexB.parameterSets(in: frame.data) != nil)
     }
 
     /// Lets time pass without a frame: opens the file if the waits have run out.
@@ -311,19 +361,18 @@ public final class SegmentMuxer {
         for kind in kinds {
             guard let first = firstFrames[kind], let position = positions[kind] else { continue }
             // Only arrival times from a damaged or hostile journal spread the tracks this far.
-            let offset = Duration.microseconds(min(position.clampedSubtracting(start), Self.maximumTrackSkew))
+            let offset = min(position.clampedSubtracting(start), Self.maximumTrackSkew)
             trackIndex[kind] = writerTracks.count
             trackStart[kind] = position
+            startTicks[kind] = Self.ticks(microseconds: offset, clockRate: Int64(max(first.frame.codec.clockRate, 1)))
             if kind == .video {
                 let dimensions = VideoDimensions.of(first.frame) ?? VideoDimensions(width: 640, height: 480)
                 tracks[kind]?.dimensions = dimensions
-                writerTracks.append(
-                    .video(first.frame.codec, width: dimensions.width, height: dimensions.height, startOffset: offset)
-                )
+                writerTracks.append(.video(first.frame.codec, width: dimensions.width, height: dimensions.height))
             } else {
                 // The TOC byte's stereo flag (RFC 6716 section 3.1).
                 let stereo = (first.frame.data.first ?? 0) & 0x04 != 0
-                writerTracks.append(.opus(channels: stereo ? 2 : 1, startOffset: offset))
+                writerTracks.append(.opus(channels: stereo ? 2 : 1))
             }
         }
         self.path = path
@@ -343,13 +392,13 @@ public final class SegmentMuxer {
             } catch {
                 throw MediaFileError(path: path, kind: .writeFailed, reason: error.reasonWithoutPath)
             }
-            writer = try MediaFileWriter(
-                path: target,
-                container: container,
-                tracks: writerTracks,
+            writer = try makeWriter(
+                target,
+                container,
+                writerTracks,
                 // A live file closes a cluster at least every half second (libavformat's default
                 // for a stream is a second), so a file cut by `kill -9` loses at most that much.
-                muxerOptions: live ? ["cluster_time_limit": "\(Self.liveClusterMilliseconds)"] : [:]
+                live ? ["cluster_time_limit": "\(Self.liveClusterMilliseconds)"] : [:]
             )
         } catch {
             let error = relabeled(error)
@@ -366,7 +415,9 @@ public final class SegmentMuxer {
 
     // MARK: - Writing
 
-    /// Writes one frame, timed by its RTP timestamp relative to the track's previous frame.
+    /// Writes one frame, timed by its RTP timestamp relative to the track's previous frame: its
+    /// pts is the track's start plus the ticks elapsed since the track's first frame, so the RTP
+    /// timestamp's wrap at 2^32 is unwrapped here and the writer sees a pts that only advances.
     ///
     /// A step that does not advance (a repeat, a reordered frame up to ``reorderWindow`` old) is
     /// refused and counted. A step the arrival times cannot explain (forward by more than the time
@@ -410,10 +461,9 @@ public final class SegmentMuxer {
             }
             elapsed = elapsed.clampedAdding(step)
         }
-        var timed = frame
-        timed.rtpTimestamp = timestamp
+        let pts = (startTicks[kind] ?? 0).clampedAdding(elapsed)
         do {
-            try writer.write(timed, track: index)
+            try writer.write(frame, track: index, pts: pts, dts: pts)
         } catch  where error.kind == .malformed {
             progress.framesRejected += 1
             tracks[kind] = progress
@@ -457,6 +507,21 @@ public final class SegmentMuxer {
         closeLiveDescriptor()
     }
 }
+
+/// What a ``SegmentMuxer`` writes its container through: frames already timed (a pts and dts in
+/// ticks of the track codec's clock) and gated, to be written as given. `MediaFileWriter` is the
+/// real one; tests pass a fake to see what the muxer decided.
+protocol SegmentFileWriter: AnyObject {
+    /// Writes `frame` to track `track` at `pts`/`dts`; throws `.malformed` for a frame the
+    /// container refuses (nothing written), other kinds for write failures.
+    func write(_ frame: EncodedFrame, track: Int, pts: Int64, dts: Int64?) throws(MediaFileError)
+    /// Pushes buffered bytes to the file.
+    func flush() throws(MediaFileError)
+    /// Finishes and closes the container.
+    func close() throws(MediaFileError)
+}
+
+extension MediaFileWriter: SegmentFileWriter {}
 
 extension Duration {
     /// Whole microseconds.

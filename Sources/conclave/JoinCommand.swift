@@ -370,8 +370,8 @@ struct CallRunner {
                 mode.show(await session.status())
             }
         }
-        let reason = await stop.wait(duration: options.duration)
-        logger.info("leaving", metadata: ["reason": "\(reason)"])
+        let reason = await stop.wait(timeout: options.duration.map { Duration.milliseconds(Int64($0 * 1000)) })
+        logger.info("leaving", metadata: ["reason": "\(Self.callEnd(reason))"])
         printer.cancel()
         let final = await session.status()
         await session.leave()
@@ -386,32 +386,12 @@ struct CallRunner {
         if mode == .tty { print("") }
     }
 
-}
-
-/// The signal that asked us to leave, 0 until one did. Written by the signal handler (which may
-/// only do async-signal-safe work: one atomic store), read by ``StopSignals/wait(duration:)``.
-private let receivedStopSignal = Atomic<Int32>(0)
-
-/// SIGINT and SIGTERM, turned from process-killing signals into a request to leave.
-///
-/// A plain handler rather than a dispatch signal source: a dispatch source only sees signals that
-/// stay blocked in every thread, and the main thread unblocks SIGINT and SIGTERM at start.
-final class StopSignals {
-    init() {
-        for number in [SIGINT, SIGTERM] {
-            signal(number) { received in receivedStopSignal.store(received, ordering: .relaxed) }
-        }
-    }
-
-    /// Waits for a signal or the duration; returns why it stopped.
-    func wait(duration: Double?) async -> CallEnd {
-        let start = ContinuousClock.now
-        let limit = duration.map { Duration.milliseconds(Int($0 * 1000)) }
-        while true {
-            let number = receivedStopSignal.load(ordering: .relaxed)
-            if number != 0 { return number == SIGINT ? .interrupt : .terminate }
-            if let limit, ContinuousClock.now - start >= limit { return .duration }
-            try? await Task.sleep(for: .milliseconds(50))
+    /// What ended the call, as the log names it.
+    static func callEnd(_ reason: StopReason) -> CallEnd {
+        switch reason {
+        case .signal(SIGINT): .interrupt
+        case .signal: .terminate
+        case .duration: .duration
         }
     }
 }

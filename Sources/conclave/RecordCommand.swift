@@ -101,7 +101,7 @@ struct RecordCommand: AsyncParsableCommand {
             throw RecordCommandError(message: error.description)
         }
 
-        let signals = SignalWatcher()
+        let signals = StopSignals()
         let connection = try await JanusConnection.connect(
             to: url,
             options: janus.connectionOptions(settings: settings),
@@ -176,7 +176,7 @@ struct RecordCommand: AsyncParsableCommand {
         }
         let reason = await signals.wait(timeout: duration.map { Duration.milliseconds(Int64($0 * 1000)) })
         printer.cancel()
-        logger.notice("stopping", metadata: ["reason": "\(reason)"])
+        logger.notice("stopping", metadata: ["reason": "\(Self.describe(reason))"])
         await subscription.close()
         let manifest = await recording.finish()
         await listener.leave()
@@ -270,50 +270,19 @@ struct RecordCommand: AsyncParsableCommand {
             print("not recorded: \(entry.display ?? entry.key): \(entry.reason)")
         }
     }
+
+    /// How the log names what ended the recording.
+    static func describe(_ reason: StopReason) -> String {
+        switch reason {
+        case .signal(SIGINT): "SIGINT"
+        case .signal: "SIGTERM"
+        case .duration: "duration reached"
+        }
+    }
 }
 
 /// An error shown as its message alone.
 struct RecordCommandError: Error, CustomStringConvertible {
     var message: String
     var description: String { message }
-}
-
-/// Turns SIGINT and SIGTERM into a clean stop.
-final class SignalWatcher {
-    private let stream: AsyncStream<String>
-    private let sources: [any DispatchSourceSignal]
-
-    init() {
-        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
-        self.stream = stream
-        var sources: [any DispatchSourceSignal] = []
-        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(name) }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    /// Waits for a signal or the timeout; returns what ended the wait.
-    func wait(timeout: Duration?) async -> String {
-        let stream = self.stream
-        return await withTaskGroup(of: String.self) { group in
-            group.addTask {
-                for await name in stream { return name }
-                return "end"
-            }
-            if let timeout {
-                group.addTask {
-                    try? await Task.sleep(for: timeout)
-                    return "duration reached"
-                }
-            }
-            let first = await group.next() ?? "end"
-            group.cancelAll()
-            return first
-        }
-    }
 }

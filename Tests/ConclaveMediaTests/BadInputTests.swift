@@ -171,9 +171,7 @@ struct BadInputTests {
         do {
             // The muxer buffers; a few hundred kilobytes force it to the device.
             for index in 0..<5_000 {
-                var frame = packet
-                frame.rtpTimestamp = UInt32(index * 960)
-                try writer.write(frame, track: 0)
+                try writer.write(packet, track: 0, pts: Int64(index * 960))
             }
             try writer.close()
             Issue.record("writing to /dev/full succeeded")
@@ -195,7 +193,10 @@ struct BadInputTests {
             let writer = try MediaFileWriter(path: path, tracks: [.opus(channels: 1)])
             let opus = try ConclaveOpus.OpusAudioEncoder()
             let tone = try ToneSource(frameLimit: 25)
-            while let block = try tone.nextFrame() { try writer.write(try #require(try opus.encode(block)), track: 0) }
+            var timeline = EncoderTimeline()
+            while let block = try tone.nextFrame() {
+                try writer.write(try #require(try opus.encode(block)), track: 0, on: &timeline)
+            }
         }
         #expect(try FFmpeg.decodeErrors(path) == "")
         #expect(try FFmpeg.packetCount(path, stream: "a:0") == 25)
@@ -208,12 +209,21 @@ struct BadInputTests {
         let path = directory.appendingPathComponent("order.ogg").path
         let writer = try MediaFileWriter(path: path, tracks: [.opus(channels: 1)])
         let packet = EncodedFrame(codec: .opus, data: [0x78, 1, 2, 3], rtpTimestamp: 9_600, isKeyframe: true)
-        try writer.write(packet, track: 0)
-        var earlier = packet
-        earlier.rtpTimestamp = 8_640
-        #expect(throws: MediaFileError.self) { try writer.write(earlier, track: 0) }
+        try writer.write(packet, track: 0, pts: 9_600)
+        // Earlier, equal, and a pts before its dts: all refused as libavformat would.
+        let refused: [(pts: Int64, dts: Int64)] = [(8_640, 8_640), (9_600, 9_600), (10_000, 10_560)]
+        for (pts, dts) in refused {
+            do throws(MediaFileError) {
+                try writer.write(packet, track: 0, pts: pts, dts: dts)
+                Issue.record("pts \(pts) dts \(dts) was written")
+            } catch {
+                let kind: MediaFileError.Kind = error.kind
+                #expect(kind == MediaFileError.Kind.malformed)
+            }
+        }
+        try writer.write(packet, track: 0, pts: 10_560)
         try writer.close()
-        #expect(throws: MediaFileError.self) { try writer.write(packet, track: 0) }
+        #expect(throws: MediaFileError.self) { try writer.write(packet, track: 0, pts: 11_520) }
     }
 }
 

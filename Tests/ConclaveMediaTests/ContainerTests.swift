@@ -34,14 +34,15 @@ struct ContainerTests {
         var audioFrames: [EncodedFrame] = []
         var nextVideo = try video.nextFrame()
         var nextAudio = try audio.nextFrame()
+        var timeline = EncoderTimeline()
         // Interleave by media time, as a live sender would.
         while nextVideo != nil || nextAudio != nil {
             if let v = nextVideo, nextAudio.map({ v.mediaTime <= $0.mediaTime }) ?? true {
-                try writer.write(v.frame, track: 0)
+                try writer.write(v.frame, track: 0, on: &timeline)
                 videoFrames.append(v.frame)
                 nextVideo = try video.nextFrame()
             } else if let a = nextAudio {
-                try writer.write(a.frame, track: 1)
+                try writer.write(a.frame, track: 1, on: &timeline)
                 audioFrames.append(a.frame)
                 nextAudio = try audio.nextFrame()
             }
@@ -114,7 +115,7 @@ struct ContainerTests {
         }
     }
 
-    @Test("A recording that joins mid-stream: audio held until the first IDR, leading P frames dropped")
+    @Test("H264 before the first IDR is refused (the caller gates it), audio waits for the header")
     func joinMidStream() throws {
         let directory = try TestPaths.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -138,12 +139,24 @@ struct ContainerTests {
             path: path,
             tracks: [.video(.h264, width: 160, height: 120), .opus(channels: 1)]
         )
-        // The recorder joined after the first IDR: video starts at frame 1 (a P frame).
-        for frame in audio.prefix(10) { try writer.write(frame, track: 1) }
-        for frame in video[1...] { try writer.write(frame, track: 0) }
-        for frame in audio.dropFirst(10) { try writer.write(frame, track: 1) }
+        // Frames from after the first IDR: video starts at frame 1 (a P frame). Which frames a
+        // file may start from is the caller's to decide (the recorder's SegmentMuxer drops them);
+        // the writer refuses H264 before the SPS and PPS its header needs, and holds the audio.
+        var timeline = EncoderTimeline()
+        for frame in audio.prefix(10) { try writer.write(frame, track: 1, on: &timeline) }
+        var refused = 0
+        for frame in video[1...] {
+            do throws(MediaFileError) {
+                try writer.write(frame, track: 0, on: &timeline)
+            } catch {
+                let kind: MediaFileError.Kind = error.kind
+                #expect(kind == MediaFileError.Kind.malformed)
+                refused += 1
+            }
+        }
+        for frame in audio.dropFirst(10) { try writer.write(frame, track: 1, on: &timeline) }
         try writer.close()
-        #expect(writer.droppedLeadingFrames == 9)
+        #expect(refused == 9)
         #expect(try FFmpeg.decodeErrors(path) == "")
         #expect(try FFmpeg.frameCount(path, stream: "v:0") == 20)
         #expect(try FFmpeg.packetCount(path, stream: "a:0") == 50)

@@ -27,7 +27,8 @@ struct EncoderFileTests {
 
     func writeFile(_ frames: [EncodedFrame], path: String, track: MediaFileWriter.Track) throws {
         let writer = try MediaFileWriter(path: path, tracks: [track])
-        for frame in frames { try writer.write(frame, track: 0) }
+        var timeline = EncoderTimeline()
+        for frame in frames { try writer.write(frame, track: 0, on: &timeline) }
         try writer.close()
     }
 

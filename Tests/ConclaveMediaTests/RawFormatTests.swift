@@ -106,7 +106,8 @@ struct RawFormatTests {
                         rtpTimestamp: UInt32(index * 960),
                         isKeyframe: true
                     ),
-                    track: 0
+                    track: 0,
+                    pts: Int64(index * 960)
                 )
             }
             try writer.close()

@@ -202,6 +202,7 @@ struct HostileSenderTests {
             let start = clock.now
             for (index, packet) in packets.enumerated() {
                 if Task.isCancelled { break }
+                // Pacing, not synchronisation: a packet every 2 ms, the stream's rate.
                 try? await clock.sleep(
                     until: start.advanced(by: .milliseconds(2 * index)),
                     tolerance: .milliseconds(1)

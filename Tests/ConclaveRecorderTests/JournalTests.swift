@@ -1,4 +1,5 @@
 import ConclaveCore
+import ConclaveRTP
 import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
@@ -36,18 +37,12 @@ struct JournalTests {
             try writer.append(frame, arrivalMicroseconds: Int64(index) * 33_000, framesLostBefore: lost)
             records.append(.frame(frame, arrivalMicroseconds: Int64(index) * 33_000, framesLostBefore: lost))
             if index % 15 == 0 {
-                try writer.appendSenderReport(
-                    ntp: 0xE000_0000_0000_0000 + UInt64(index),
-                    rtpTimestamp: UInt32(index * 3000),
-                    arrivalMicroseconds: Int64(index) * 33_000 + 1
+                let report = SenderReportTime(
+                    ntp: NTPTimestamp(rawValue: 0xE000_0000_0000_0000 + UInt64(index)),
+                    rtpTimestamp: UInt32(index * 3000)
                 )
-                records.append(
-                    .senderReport(
-                        ntp: 0xE000_0000_0000_0000 + UInt64(index),
-                        rtpTimestamp: UInt32(index * 3000),
-                        arrivalMicroseconds: Int64(index) * 33_000 + 1
-                    )
-                )
+                try writer.appendSenderReport(report, arrivalMicroseconds: Int64(index) * 33_000 + 1)
+                records.append(.senderReport(report, arrivalMicroseconds: Int64(index) * 33_000 + 1))
             }
         }
         try writer.close()

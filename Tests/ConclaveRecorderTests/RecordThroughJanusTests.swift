@@ -97,9 +97,40 @@ func sendAll(_ publishers: [PatternPublisher]) async throws {
     let clock = ContinuousClock()
     let start = clock.now.advanced(by: .milliseconds(50))
     for item in schedule {
+        // Pacing, not synchronisation: a frame goes out when its capture time comes.
         try await clock.sleep(until: start.advanced(by: item.frame.mediaTime), tolerance: .milliseconds(1))
         try publishers[item.publisher].send(item.frame.frame)
     }
+}
+
+/// Reads the recording's manifest until it satisfies `condition` or `limit` passes; returns whether
+/// it did. The recorder rewrites it within half a second of a participant appearing.
+func waitUntilManifest(
+    _ directory: URL,
+    within limit: Duration,
+    _ condition: (RecordingManifest) -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if let manifest = try? RecordingManifest.read(from: directory.path), condition(manifest) { return true }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    return false
+}
+
+/// Reads `conclave record`'s status lines (a JSON object a second) until one satisfies
+/// `condition` or `limit` passes; returns whether one did.
+func waitUntilStatus(_ process: BackgroundProcess, within limit: Duration, _ condition: (RecordingStatus) -> Bool)
+    -> Bool
+{
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        guard let line = try? process.readLine(timeout: .seconds(2)) else { return false }
+        if let status = try? JSONDecoder().decode(RecordingStatus.self, from: Data(line.utf8)), condition(status) {
+            return true
+        }
+    }
+    return false
 }
 
 /// Reads the child's output until it exits; returns the lines.
@@ -193,12 +224,23 @@ struct RecordThroughJanusTests {
             address: bed.hostAddress,
             logger: logger
         )
-        // Let the recorder subscribe to everyone before the media starts.
-        try await Task.sleep(for: .seconds(2))
+        // The recorder lists a participant once subscribed to it: the media starts after that.
+        let everyone = ["user1", "user2", "user3", "mallory"]
+        let subscribed = try await waitUntilManifest(output, within: .seconds(20)) { manifest in
+            Set(everyone).isSubset(of: manifest.participants.map(\.key))
+        }
+        #expect(subscribed, "the recorder subscribed to every publisher")
         try await sendAll(publishers + [outsider])
-        try await Task.sleep(for: .milliseconds(500))
+        // The last frames are through Janus and at the recorder before the publishers leave (if
+        // some never come, the file checks below say which).
+        _ = waitUntilStatus(recorder, within: .seconds(10)) { status in
+            (1...3).allSatisfy { index in
+                let tracks = status.participants.first { $0.key == "user\(index)" }?.tracks ?? []
+                return tracks.count == 2
+                    && tracks.allSatisfy { $0.framesReceived >= seconds * ($0.kind == "audio" ? 50 : 30) }
+            }
+        }
         for publisher in publishers + [outsider] { await publisher.stop() }
-        try await Task.sleep(for: .seconds(1))
         kill(recorder.pid, SIGTERM)
         let lines = readUntilExit(recorder, timeout: .seconds(30))
 
@@ -297,11 +339,16 @@ struct RecordThroughJanusTests {
             address: bed.hostAddress,
             logger: logger
         )
-        try await Task.sleep(for: .seconds(2))
+        // The recorder lists a participant once subscribed to it: the media starts after that.
+        let subscribed = try await waitUntilManifest(output, within: .seconds(20)) { manifest in
+            manifest.participants.contains { $0.key == "u1" }
+        }
+        #expect(subscribed, "the recorder subscribed to the publisher")
         let sendingStarted = ContinuousClock.now
         let sending = Task { try await sendAll([publisher]) }
         // sendAll sends its first frame 50 ms after it starts.
         let killAfter = 20.0
+        // The scenario, not a synchronisation: media flows for `killAfter` seconds, then the kill.
         try await Task.sleep(until: sendingStarted + .milliseconds(50) + .seconds(killAfter))
         recorder.stop()  // SIGKILL
         try await sending.value

@@ -1,5 +1,6 @@
 import ConclaveAV
 import ConclaveCore
+import ConclaveRTP
 import ConclaveTestSupport
 import Foundation
 import Logging
@@ -86,7 +87,10 @@ struct RecorderFuzzTests {
                     framesLostBefore: lost
                 )
             case .senderReport(let ntp, let rtp, let arrival):
-                try writer.appendSenderReport(ntp: ntp, rtpTimestamp: rtp, arrivalMicroseconds: arrival)
+                try writer.appendSenderReport(
+                    SenderReportTime(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtp),
+                    arrivalMicroseconds: arrival
+                )
             }
         }
         try writer.close()
@@ -514,9 +518,8 @@ struct RecorderFuzzTests {
                         }
                     case .senderReport(let ntp, let rtp, _):
                         muxer.senderReport(
+                            SenderReportTime(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtp),
                             kind: kind,
-                            ntp: ntp,
-                            rtpTimestamp: rtp,
                             codec: kind == .audio ? .opus : .vp8
                         )
                     }

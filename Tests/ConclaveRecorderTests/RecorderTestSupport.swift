@@ -184,7 +184,12 @@ func play(
                 framesLostBefore: lostBefore(kind, frame)
             )
         case .senderReport(let feed, let kind, let ntp, let rtp, let time):
-            recorder.senderReport(feedID: feed, kind: kind, ntp: ntp, rtpTimestamp: rtp, arrival: time)
+            recorder.senderReport(
+                SenderReportTime(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtp),
+                feedID: feed,
+                kind: kind,
+                arrival: time
+            )
         }
     }
     recorder.commit()
