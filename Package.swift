@@ -191,7 +191,8 @@ let package = Package(
         .executableTarget(
             name: "bench-recorder",
             dependencies: [
-                "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder", "JanusClient",
+                "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveRecorder",
+                "JanusClient",
                 "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/recorder/Sources"
@@ -259,7 +260,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveRecorderTests",
             dependencies: [
-                "ConclaveRecorder", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia", "ConclaveAV",
+                "ConclaveRecorder", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
+                "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
