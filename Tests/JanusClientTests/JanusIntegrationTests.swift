@@ -204,6 +204,26 @@ import Testing
         await connection.close()
     }
 
+    @Test func keepalivesKeepAnIdleSessionAliveBeyondJanussTimeout() async throws {
+        // A Janus of our own that expires a session after 2 s without traffic.
+        let bed = try TestJanus.start(.init(sessionTimeout: 2, reclaimTimeout: 2))
+        defer { bed.stop() }
+        let connection = try await JanusConnection.connect(
+            to: bed.webSocketURL,
+            options: .init(keepaliveInterval: .milliseconds(500))
+        )
+        let session = try await connection.createSession()
+        // The scenario itself: the session stays idle (no request but the keepalives the connection
+        // sends by itself) for more than twice Janus's timeout.
+        try await Task.sleep(for: .seconds(5))
+        // Janus still knows the session: a request on it succeeds instead of failing with 458.
+        try await session.sendKeepalive()
+        let handle = try await session.attach(plugin: "janus.plugin.videoroom")
+        try await handle.detach()
+        try await session.destroy()
+        await connection.close()
+    }
+
     @Test func expiredSessionIsReportedAsLost() async throws {
         // A Janus of our own with a short session timeout.
         let bed = try TestJanus.start(.init(sessionTimeout: 2, reclaimTimeout: 2))
