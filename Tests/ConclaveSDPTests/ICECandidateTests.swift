@@ -35,7 +35,7 @@ import Testing
             ("candidate:1 1 udp 1 127.0.0.1 5000 typ relayed", .candidateType),
             ("candidate:f\u{00e9} 1 udp 1 127.0.0.1 5000 typ host", .foundation),
             ("candidate:\(String(repeating: "a", count: 33)) 1 udp 1 127.0.0.1 5000 typ host", .foundation),
-            ("candidate:1 1 udp 1 127.0.0.1 5000 typ srflx raddr 10.0.0.1 rport x", .relatedPort),
+            ("candidate:1 1 udp 1 127.0.0.1 5000 typ srflx raddr 127.0.0.2 rport x", .relatedPort),
             ("candidate:1 1 udp 1 198.18.10.1 9 typ host raddr", .extensionAttribute),
         ]
         for (line, field) in malformed {
