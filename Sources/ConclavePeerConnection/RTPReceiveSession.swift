@@ -188,15 +188,7 @@ public final class RTPReceiveSession: Sendable {
                 // compound packet is about from that block, not from the PLI or FIR.
                 var block =
                     state.streams[mid]?.buffer.makeReportBlock(now: now)
-                    ?? RTCPReportBlock(
-                        ssrc: mediaSSRC,
-                        fractionLost: 0,
-                        cumulativeLost: 0,
-                        extendedHighestSequence: 0,
-                        jitter: 0,
-                        lastSenderReport: 0,
-                        delaySinceLastSenderReport: 0
-                    )
+                    ?? .nothingReceived(ssrc: mediaSSRC)
                 block.ssrc = mediaSSRC
                 let feedback: [RTCPPacket] = [
                     .receiverReport(RTCPReceiverReport(ssrc: localSSRC, reports: [block])), request,

@@ -190,15 +190,7 @@ public struct JitterBufferOutput: Sendable {
         guard hasFeedback else { return [] }
         var block =
             reportBlock
-            ?? RTCPReportBlock(
-                ssrc: mediaSSRC,
-                fractionLost: 0,
-                cumulativeLost: 0,
-                extendedHighestSequence: 0,
-                jitter: 0,
-                lastSenderReport: 0,
-                delaySinceLastSenderReport: 0
-            )
+            ?? .nothingReceived(ssrc: mediaSSRC)
         block.ssrc = mediaSSRC
         var packets: [RTCPPacket] = [.receiverReport(RTCPReceiverReport(ssrc: senderSSRC, reports: [block]))]
         if !nack.isEmpty {

@@ -104,6 +104,21 @@ public struct RTCPReportBlock: Sendable, Hashable {
         self.delaySinceLastSenderReport = delaySinceLastSenderReport
     }
 
+    /// A block about `ssrc` that reports nothing received yet. Feedback (NACK, PLI, FIR) is sent
+    /// led by a receiver report with a block about the stream, because Janus finds the stream a
+    /// compound packet is about from that block; before any statistics exist, this is the block.
+    public static func nothingReceived(ssrc: UInt32) -> RTCPReportBlock {
+        RTCPReportBlock(
+            ssrc: ssrc,
+            fractionLost: 0,
+            cumulativeLost: 0,
+            extendedHighestSequence: 0,
+            jitter: 0,
+            lastSenderReport: 0,
+            delaySinceLastSenderReport: 0
+        )
+    }
+
     /// The round-trip time this block implies when it arrives at `arrival` (RFC 3550 §6.4.1),
     /// or nil if the peer has not seen an SR from us yet.
     public func roundTripTime(arrival: NTPTimestamp) -> Duration? {
