@@ -17,9 +17,9 @@ import Synchronization
 public final class WebSocketClient: @unchecked Sendable {
     // @unchecked: `wsi`, `outbox`, `inbox`, `running`, `established`, `closing`, `aborting`, `finished` and the C
     // strings are only touched on the service thread once it runs (and by init before it starts);
-    // `mailbox` is a Mutex; `handler` is Sendable. The context pointer is immutable and used off
-    // the service thread only for lws_cancel_service, under the mailbox lock while the context is
-    // alive.
+    // `mailbox` and `wakeable` are Mutexes; `handler` is Sendable. The context pointer is immutable
+    // and used off the service thread only for lws_cancel_service, under the `wakeable` lock while
+    // the context is alive.
 
     /// What happens to the connection, in order.
     public enum Event: Sendable {
@@ -38,7 +38,7 @@ public final class WebSocketClient: @unchecked Sendable {
         case abort
     }
 
-    /// Commands for the service thread, and whether the lws context still exists to be woken.
+    /// Commands for the service thread, and whether it still takes any.
     private struct Mailbox {
         var commands: [Command] = []
         var contextAlive = true
@@ -52,6 +52,10 @@ public final class WebSocketClient: @unchecked Sendable {
     private let handler: @Sendable (Event) -> Void
     private let logger: Logger
     private let mailbox = Mutex(Mailbox())
+    /// Whether the lws context exists to be woken. A lock of its own, held across
+    /// `lws_cancel_service`, so that the mailbox's is not: the woken service thread takes the
+    /// mailbox lock at once, and finding it held across the wake-up syscall made it spin.
+    private let wakeable = Mutex(true)
 
     private var context: OpaquePointer?
     private var wsi: OpaquePointer?
@@ -172,12 +176,18 @@ public final class WebSocketClient: @unchecked Sendable {
     }
 
     private func enqueue(_ command: Command) {
-        mailbox.withLock { box in
-            guard box.contextAlive else { return }
+        let wake = mailbox.withLock { box in
+            guard box.contextAlive else { return false }
             box.commands.append(command)
-            guard !box.wakePending else { return }
+            guard !box.wakePending else { return false }
             box.wakePending = true
-            if let context { lws_cancel_service(context) }
+            return true
+        }
+        guard wake else { return }
+        // Outside the mailbox lock (see `wakeable`). A wake-up that arrives after the service
+        // thread drained for another reason only costs it one empty drain.
+        wakeable.withLock { alive in
+            if alive, let context { lws_cancel_service(context) }
         }
     }
 
@@ -188,6 +198,7 @@ public final class WebSocketClient: @unchecked Sendable {
             if lws_service(context, 0) < 0 { break }
         }
         mailbox.withLock { $0.contextAlive = false }
+        wakeable.withLock { $0 = false }  // waits for a wake-up under way to leave the context
         lws_context_destroy(context)
         finish(nil)
         stopped.signal()

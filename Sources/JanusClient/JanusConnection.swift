@@ -26,7 +26,9 @@ public typealias TLSOptions = ConclaveWebSocket.TLSOptions
 /// keeps the core under one lock and feeds it from whichever thread has news: the caller's for a
 /// request, the transport's for a reply, a timer task for timeouts and keepalives. A reply resumes
 /// its caller straight from the transport's thread, with no stream or actor in between, so a
-/// request costs one thread hop each way.
+/// request costs one thread hop each way. The request methods here and on sessions and handles
+/// are `nonisolated(nonsending)`: they run on the caller's executor, so a caller on an actor (the
+/// main actor, say) does not also hop to the global executor and back around every request.
 public final class JanusConnection: Sendable {
     /// How to connect and behave.
     public struct Options: Sendable {
@@ -202,7 +204,7 @@ public final class JanusConnection: Sendable {
     }
 
     /// Creates a session (and starts its keepalive).
-    public func createSession() async throws -> JanusSession {
+    nonisolated(nonsending) public func createSession() async throws -> JanusSession {
         let reply = try await send(.create())
         guard let id = reply.createdID else {
             throw JanusClientError(.unexpectedReply, "Janus's reply to create has no session id")
@@ -232,10 +234,24 @@ public final class JanusConnection: Sendable {
     ///
     /// Throws ``JanusClientError``: `.janus` when Janus answers with an error (the core's, not a
     /// plugin's: plugin errors arrive inside the reply's plugin data), `.timeout`, `.connectionClosed`.
-    public func send(_ request: JanusRequest, timeout: Duration? = nil) async throws -> JanusMessage {
+    nonisolated(nonsending) public func send(_ request: JanusRequest, timeout: Duration? = nil) async throws
+        -> JanusMessage
+    {
+        try await send(request, timeout: timeout, isolation: #isolation)
+    }
+
+    /// ``send(_:timeout:)`` with the caller's isolation as a parameter: the cancellation handler's
+    /// operation, a closure, runs on the caller's executor only when it captures an `isolated`
+    /// parameter (it does not inherit a `nonisolated(nonsending)` function's isolation).
+    private func send(
+        _ request: JanusRequest,
+        timeout: Duration?,
+        isolation: isolated (any Actor)?
+    ) async throws -> JanusMessage {
         let id = nextWaiter.add(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            _ = isolation  // the capture that keeps this closure on the caller's executor
+            return try await withCheckedThrowingContinuation { continuation in
                 let waiter = Waiter(id: id, continuation: continuation)
                 drive { $0.core.request(request, timeout: timeout, waiter: waiter, now: .now) }
                 // Cancelled before the request was queued: the handler below found nothing yet.

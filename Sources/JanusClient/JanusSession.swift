@@ -32,7 +32,7 @@ public final class JanusSession: Sendable {
     }
 
     /// Attaches a handle to `plugin` (`janus.plugin.videoroom`).
-    public func attach(plugin: String, opaqueID: String? = nil) async throws -> JanusHandle {
+    nonisolated(nonsending) public func attach(plugin: String, opaqueID: String? = nil) async throws -> JanusHandle {
         let reply = try await connection.send(.attach(session: id, plugin: plugin, opaqueID: opaqueID))
         guard let handleID = reply.createdID else {
             throw JanusClientError(.unexpectedReply, "Janus's reply to attach has no handle id")
@@ -42,12 +42,12 @@ public final class JanusSession: Sendable {
     }
 
     /// Sends a keepalive now (the session sends them by itself; this is for checks and tests).
-    public func sendKeepalive() async throws {
+    nonisolated(nonsending) public func sendKeepalive() async throws {
         _ = try await connection.send(JanusRequest(.keepalive, session: id))
     }
 
     /// Destroys the session on Janus (detaching every handle) and stops its keepalive.
-    public func destroy() async throws {
+    nonisolated(nonsending) public func destroy() async throws {
         stopKeepalive()
         defer { connection.unregisterSession(id) }
         _ = try await connection.send(JanusRequest(.destroy, session: id))
@@ -80,7 +80,8 @@ public final class JanusHandle: Sendable {
 
     /// Sends a plugin request and returns Janus's answer (a synchronous `success` or the
     /// asynchronous `event` that follows the `ack`).
-    public func message(_ body: JSONValue, jsep: JSEP? = nil, timeout: Duration? = nil) async throws
+    nonisolated(nonsending) public func message(_ body: JSONValue, jsep: JSEP? = nil, timeout: Duration? = nil)
+        async throws
         -> JanusMessage
     {
         try await session.connection.send(
@@ -90,17 +91,17 @@ public final class JanusHandle: Sendable {
     }
 
     /// Trickles one local ICE candidate (or the end marker) to Janus.
-    public func trickle(_ candidate: TrickleCandidate) async throws {
+    nonisolated(nonsending) public func trickle(_ candidate: TrickleCandidate) async throws {
         _ = try await session.connection.send(.trickle(session: session.id, handle: id, candidate: candidate))
     }
 
     /// Closes the handle's PeerConnection, keeping the handle.
-    public func hangup() async throws {
+    nonisolated(nonsending) public func hangup() async throws {
         _ = try await session.connection.send(JanusRequest(.hangup, session: session.id, handle: id))
     }
 
     /// Detaches the handle from its plugin.
-    public func detach() async throws {
+    nonisolated(nonsending) public func detach() async throws {
         defer { session.connection.unregisterHandle(id) }
         _ = try await session.connection.send(JanusRequest(.detach, session: session.id, handle: id))
     }

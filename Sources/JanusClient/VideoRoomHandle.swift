@@ -13,7 +13,7 @@ public struct VideoRoomHandle: Sendable {
     public init(_ handle: JanusHandle) { self.handle = handle }
 
     /// Attaches a new VideoRoom handle on `session`.
-    public static func attach(to session: JanusSession) async throws -> VideoRoomHandle {
+    nonisolated(nonsending) public static func attach(to session: JanusSession) async throws -> VideoRoomHandle {
         VideoRoomHandle(try await session.attach(plugin: VideoRoom.plugin))
     }
 
@@ -25,7 +25,7 @@ public struct VideoRoomHandle: Sendable {
     // MARK: Rooms
 
     /// Creates a room and returns its id.
-    public func createRoom(_ options: VideoRoom.RoomOptions) async throws -> UInt64 {
+    nonisolated(nonsending) public func createRoom(_ options: VideoRoom.RoomOptions) async throws -> UInt64 {
         let (data, _) = try await request(VideoRoom.create(options), name: "create room")
         guard let room = data["room"]?.uint64Value else {
             throw JanusClientError(.unexpectedReply, "VideoRoom create reply has no room id")
@@ -34,24 +34,24 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Destroys a room.
-    public func destroyRoom(_ room: UInt64, secret: String? = nil) async throws {
+    nonisolated(nonsending) public func destroyRoom(_ room: UInt64, secret: String? = nil) async throws {
         _ = try await request(VideoRoom.destroy(room: room, secret: secret), name: "destroy room \(room)")
     }
 
     /// Whether a room exists.
-    public func roomExists(_ room: UInt64) async throws -> Bool {
+    nonisolated(nonsending) public func roomExists(_ room: UInt64) async throws -> Bool {
         let (data, _) = try await request(VideoRoom.exists(room: room), name: "exists \(room)")
         return data["exists"]?.boolValue ?? false
     }
 
     /// The public rooms.
-    public func listRooms() async throws -> [VideoRoom.Room] {
+    nonisolated(nonsending) public func listRooms() async throws -> [VideoRoom.Room] {
         let (data, _) = try await request(VideoRoom.list(), name: "list rooms")
         return try VideoRoom.rooms(from: data)
     }
 
     /// The participants of a room.
-    public func listParticipants(room: UInt64) async throws -> [VideoRoom.Participant] {
+    nonisolated(nonsending) public func listParticipants(room: UInt64) async throws -> [VideoRoom.Participant] {
         let (data, _) = try await request(VideoRoom.listParticipants(room: room), name: "list participants of \(room)")
         return try VideoRoom.participants(from: data)
     }
@@ -59,7 +59,9 @@ public struct VideoRoomHandle: Sendable {
     // MARK: Publisher
 
     /// Joins `room` as a publisher; returns our feed id and the publishers already there.
-    public func joinAsPublisher(room: UInt64, id: UInt64? = nil, display: String?) async throws -> VideoRoom.Joined {
+    nonisolated(nonsending) public func joinAsPublisher(room: UInt64, id: UInt64? = nil, display: String?) async throws
+        -> VideoRoom.Joined
+    {
         let (data, _) = try await request(
             VideoRoom.joinPublisher(room: room, id: id, display: display),
             name: "join room \(room)"
@@ -71,7 +73,12 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Publishes with `offer` and returns Janus's answer.
-    public func publish(offer: JSEP, audioCodec: String? = nil, videoCodec: String? = nil, bitrate: Int? = nil)
+    nonisolated(nonsending) public func publish(
+        offer: JSEP,
+        audioCodec: String? = nil,
+        videoCodec: String? = nil,
+        bitrate: Int? = nil
+    )
         async throws -> JSEP
     {
         let (_, jsep) = try await request(
@@ -88,18 +95,18 @@ public struct VideoRoomHandle: Sendable {
     /// Sends a publisher `configure` (optionally with a new offer, e.g. for an ICE restart);
     /// returns the answer when an offer was sent.
     @discardableResult
-    public func configure(_ body: JSONValue, offer: JSEP? = nil) async throws -> JSEP? {
+    nonisolated(nonsending) public func configure(_ body: JSONValue, offer: JSEP? = nil) async throws -> JSEP? {
         let (_, jsep) = try await request(body, jsep: offer, name: "configure")
         return jsep
     }
 
     /// Stops publishing (stays in the room).
-    public func unpublish() async throws {
+    nonisolated(nonsending) public func unpublish() async throws {
         _ = try await request(VideoRoom.unpublish(), name: "unpublish")
     }
 
     /// Leaves the room.
-    public func leave() async throws {
+    nonisolated(nonsending) public func leave() async throws {
         _ = try await request(VideoRoom.leave(), name: "leave")
     }
 
@@ -107,7 +114,11 @@ public struct VideoRoomHandle: Sendable {
 
     /// Joins `room` as a multistream subscriber of `streams`; returns the stream layout and
     /// Janus's offer.
-    public func joinAsSubscriber(room: UInt64, streams: [VideoRoom.StreamSelection], privateID: UInt64? = nil)
+    nonisolated(nonsending) public func joinAsSubscriber(
+        room: UInt64,
+        streams: [VideoRoom.StreamSelection],
+        privateID: UInt64? = nil
+    )
         async throws -> (streams: [VideoRoom.SubscribedStream], offer: JSEP)
     {
         let (data, jsep) = try await request(
@@ -121,7 +132,7 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Adds streams; returns the new layout and the renegotiation offer, if Janus sent one now.
-    public func subscribe(_ streams: [VideoRoom.StreamSelection]) async throws
+    nonisolated(nonsending) public func subscribe(_ streams: [VideoRoom.StreamSelection]) async throws
         -> (streams: [VideoRoom.SubscribedStream], offer: JSEP?)
     {
         let (data, jsep) = try await request(VideoRoom.subscribe(streams), name: "subscribe")
@@ -129,7 +140,7 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Removes streams; returns the new layout and the renegotiation offer, if any.
-    public func unsubscribe(_ streams: [VideoRoom.StreamSelection]) async throws
+    nonisolated(nonsending) public func unsubscribe(_ streams: [VideoRoom.StreamSelection]) async throws
         -> (streams: [VideoRoom.SubscribedStream], offer: JSEP?)
     {
         let (data, jsep) = try await request(VideoRoom.unsubscribe(streams), name: "unsubscribe")
@@ -137,7 +148,10 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Adds and removes streams in one renegotiation.
-    public func update(subscribe: [VideoRoom.StreamSelection], unsubscribe: [VideoRoom.StreamSelection])
+    nonisolated(nonsending) public func update(
+        subscribe: [VideoRoom.StreamSelection],
+        unsubscribe: [VideoRoom.StreamSelection]
+    )
         async throws -> (streams: [VideoRoom.SubscribedStream], offer: JSEP?)
     {
         let (data, jsep) = try await request(
@@ -148,27 +162,32 @@ public struct VideoRoomHandle: Sendable {
     }
 
     /// Answers the subscriber offer; media starts flowing.
-    public func start(answer: JSEP) async throws {
+    nonisolated(nonsending) public func start(answer: JSEP) async throws {
         _ = try await request(VideoRoom.start(), jsep: answer, name: "start")
     }
 
     /// Pauses media to this subscriber.
-    public func pause() async throws {
+    nonisolated(nonsending) public func pause() async throws {
         _ = try await request(VideoRoom.pause(), name: "pause")
     }
 
     // MARK: Plumbing
 
     /// Sends a request and returns its plugin data and JSEP, throwing plugin errors.
-    public func request(_ body: JSONValue, jsep: JSEP? = nil, name: String) async throws -> (JSONValue, JSEP?) {
+    /// `name` is only formed for an error, not for every request.
+    nonisolated(nonsending) public func request(
+        _ body: JSONValue,
+        jsep: JSEP? = nil,
+        name: @autoclosure () -> String
+    ) async throws -> (JSONValue, JSEP?) {
         let reply = try await handle.message(body, jsep: jsep)
         guard let data = reply.pluginData else {
-            throw JanusClientError(.unexpectedReply, "\(name): Janus's reply has no plugin data")
+            throw JanusClientError(.unexpectedReply, "\(name()): Janus's reply has no plugin data")
         }
         if let code = data["error_code"]?.intValue {
             throw JanusClientError.janus(
                 JanusError(code: Int(code), reason: data["error"]?.stringValue ?? ""),
-                request: name
+                request: name()
             )
         }
         return (data, reply.jsep)

@@ -127,6 +127,34 @@ import Testing
         await connection.close()
     }
 
+    /// Requests keep coming from several tasks while the connection closes: every one is answered
+    /// or fails with `.connectionClosed`, and closing returns (the socket's wake-ups race the
+    /// end of its service thread here).
+    @Test func closingWhileRequestsPourInEndsEveryOneCleanly() async throws {
+        let bed = try TestJanus.shared()
+        for _ in 0..<10 {
+            let (connection, _, handle) = try await client(bed)
+            let answered = try await withThrowingTaskGroup(of: Int.self) { group in
+                for sender in 0..<8 {
+                    group.addTask {
+                        var answered = 0
+                        while true {
+                            do {
+                                _ = try await handle.roomExists(1)
+                                answered += 1
+                            } catch let error as JanusClientError where error.code == .connectionClosed {
+                                return answered
+                            }
+                            if sender == 0, answered == 50 { await connection.close() }
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(answered >= 50)
+        }
+    }
+
     @Test func droppedWebSocketIsReconnectedAndTheSessionClaimed() async throws {
         let bed = try TestJanus.shared()
         let (connection, session, alice) = try await client(bed)

@@ -36,7 +36,14 @@ let session = try await connection.createSession()
 let room = try await VideoRoomHandle.attach(to: session)
 let roomID = try await room.createRoom(.init(room: 777))
 
-func measureSequential(_ label: String, _ body: () async throws -> Void) async throws -> [Duration] {
+/// Times `body` one call at a time on the caller's executor (here the main actor, like the calls
+/// in `body`): a nonisolated loop would switch executors around every call it times, which
+/// neither the client nor the baseline does.
+func measureSequential(
+    _ label: String,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: () async throws -> Void
+) async throws -> [Duration] {
     for _ in 0..<100 { try await body() }  // warm up
     var samples: [Duration] = []
     samples.reserveCapacity(sequential)
