@@ -251,7 +251,8 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
                 "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
                 "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
-                "SignalingTesting", "ConclaveKeyStore", .product(name: "Logging", package: "swift-log"),
+                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -39,6 +39,7 @@ public actor CallKeyCoordinator {
     private var timerDeadline: Date?
     private var applied: [AppliedEpoch] = []
     private var rejections = 0
+    private let epochApplied: (@Sendable (AppliedEpoch) -> Void)?
 
     /// The observer to give the ``CallSession`` (or ``RoomSubscription``): it turns publishers
     /// arriving and leaving into participant changes by the user id of their `userId:name` display.
@@ -50,13 +51,17 @@ public actor CallKeyCoordinator {
     /// - Parameters:
     ///   - storage: where each epoch is kept (wrapped for this device) with its validity window;
     ///     nil keeps nothing on disk.
+    ///   - epochApplied: told each epoch installed or scheduled, with when it takes effect (a
+    ///     recording lists them: ``RecordingSession/keyEpochApplied(_:validFrom:)``).
     public init(
         lifecycle: sending CallKeyLifecycle,
         channel: any SignalingChannel,
         keyRing: CallKeyRing,
         storage: CallKeyStorage?,
-        logger: Logger
+        logger: Logger,
+        epochApplied: (@Sendable (AppliedEpoch) -> Void)? = nil
     ) {
+        self.epochApplied = epochApplied
         self.lifecycle = lifecycle
         self.channel = channel
         self.keyRing = keyRing
@@ -155,11 +160,11 @@ public actor CallKeyCoordinator {
             case .send: continue
             case .install(let key, let epoch):
                 keyRing.install(key, epoch: epoch)
-                applied.append(AppliedEpoch(epoch: epoch, validFrom: Date()))
+                record(AppliedEpoch(epoch: epoch, validFrom: Date()))
             case .schedule(let key, let epoch, let at):
                 let delay = at.timeIntervalSinceNow
                 keyRing.schedule(key, epoch: epoch, after: .milliseconds(Int64((max(delay, 0) * 1000).rounded())))
-                applied.append(AppliedEpoch(epoch: epoch, validFrom: at))
+                record(AppliedEpoch(epoch: epoch, validFrom: at))
             case .store(let epoch, let wrappedKey, let validFrom):
                 do {
                     try storage?.storeWrappedKey(
@@ -184,6 +189,11 @@ public actor CallKeyCoordinator {
                 }
             }
         }
+    }
+
+    private func record(_ epoch: AppliedEpoch) {
+        applied.append(epoch)
+        epochApplied?(epoch)
     }
 
     /// One timer task for the lifecycle's next deadline (a rotation): a deadline, not a poll.

@@ -1,6 +1,7 @@
 import ConclaveCall
 import ConclaveE2EE
 import ConclaveKeyStore
+import ConclaveRecorder
 import ConclaveTestSupport
 import ECallSignaling
 import Foundation
@@ -37,7 +38,9 @@ import Testing
         count: Int,
         hub: InMemorySignalingHub,
         rotationPeriod: Double,
-        folder: URL
+        folder: URL,
+        recordingOf recordedUser: UInt64? = nil,
+        recording: RecordingSession? = nil
     ) async throws -> (members: [Member], identities: [UInt64: DeviceIdentity]) {
         let room = TestJanus.uniqueRoomID()
         let admin = try await JanusConnection.connect(to: bed.webSocketURL)
@@ -79,12 +82,19 @@ import Testing
                 key: key
             )
             let store = KeyStore(dataDirectory: folder.appendingPathComponent("\(entry.userId)"))
+            var onEpoch: (@Sendable (CallKeyCoordinator.AppliedEpoch) -> Void)?
+            var observers: [any CallMediaObserver] = []
+            if entry.userId == recordedUser, let recording {
+                onEpoch = { recording.keyEpochApplied($0.epoch, validFrom: $0.validFrom) }
+                observers.append(recording)
+            }
             let coordinator = CallKeyCoordinator(
                 lifecycle: lifecycle,
                 channel: hub.channel(forDevice: entry.deviceId),
                 keyRing: ring,
                 storage: store.calls,
-                logger: logger()
+                logger: logger(),
+                epochApplied: onEpoch
             )
             let crypto = CallFrameCrypto(
                 callID: 77,
@@ -112,7 +122,7 @@ import Testing
                     roomOptions: options
                 ),
                 sources: [audio, video],
-                observers: [coordinator.participantObserver],
+                observers: [coordinator.participantObserver] + observers,
                 logger: logger()
             )
             try await session.join()
@@ -169,12 +179,25 @@ import Testing
         let folder = try TestPaths.temporaryDirectory("conclave-call-keys")
         defer { try? FileManager.default.removeItem(at: folder) }
         let hub = InMemorySignalingHub()
+        // User 2 also records what it receives: the recording follows the rotations.
+        let recording = try RecordingSession(
+            configuration: .init(
+                directory: folder.appendingPathComponent("recording").path,
+                callID: "77",
+                recorderVersion: "test",
+                cryptoFormat: "ecall",
+                keyEpochs: [0]
+            ),
+            logger: Self.logger()
+        )
         let (members, identities) = try await Self.startCall(
             on: bed,
             count: 3,
             hub: hub,
             rotationPeriod: 3,
-            folder: folder
+            folder: folder,
+            recordingOf: 2,
+            recording: recording
         )
         #expect(await Self.mediaFlows(among: members), "media flows before any rotation")
 
@@ -234,6 +257,18 @@ import Testing
             await member.coordinator.stop()
             await member.session.leave()
         }
+        let manifest = await recording.finish()
+        let epochs = try #require(manifest.keyEpochTimes)
+        let lastEpoch = members[1].ring.snapshot().current?.epoch ?? 0
+        #expect(epochs.map(\.epoch) == Array(1...UInt64(epochs.count)), "every rotation, in order")
+        #expect(UInt64(epochs.count) >= lastEpoch)
+        #expect(zip(epochs, epochs.dropFirst()).allSatisfy { $0.offset < $1.offset })
+        let recorded = manifest.participants.filter(\.recorded)
+        #expect(recorded.count == 2, "users 1 and 3 were recorded")
+        #expect(recorded.allSatisfy { $0.framesUndecryptable == 0 }, "no frame lost to a rotation")
+        let tracks = recorded.flatMap(\.segments).flatMap(\.tracks)
+        #expect(tracks.allSatisfy { $0.framesUndecryptable == 0 && $0.framesWritten > 0 })
+        #expect(Set(tracks.flatMap { $0.keyEpochs ?? [] }).count >= 3, "frames under several epochs")
         #expect(try members[1].store.calls.record(for: 77)?.history.count == 2, "after the call: current and previous")
         hub.close()
     }
