@@ -66,6 +66,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // ECall's signaling messages, their signatures and the call key's lifecycle (sans-IO).
+        .target(name: "ECallSignaling", dependencies: ["ConclaveE2EE"]),
 
         // MARK: Wrappers, one C library each
         // A text WebSocket client (any subprotocol) on a libwebsockets thread of its own.
@@ -126,7 +128,7 @@ let package = Package(
             dependencies: [
                 "ConclavePeerConnection", "ConclaveCore", "ConclaveOpenSSL", "ConclaveE2EE", "ConclaveMedia",
                 "ConclaveOpus", "ConclaveRTP", "ConclaveRecorder", "ConclaveSDP", "JanusClient", "JanusProtocol",
-                .product(name: "Logging", package: "swift-log"),
+                "ConclaveKeyStore", "ECallSignaling", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The application's own files: configuration and invitations.
@@ -136,6 +138,8 @@ let package = Package(
         ),
         // An in-memory Janus behind a JanusTransport, for fast tests of the client and the call layer.
         .target(name: "JanusTesting", dependencies: ["JanusClient", "JanusProtocol"]),
+        // An in-memory broker that routes signaling messages by device id, for tests of the call's keys.
+        .target(name: "SignalingTesting", dependencies: ["ConclaveCall"]),
         .target(
             name: "JanusTestBed",
             dependencies: ["JanusClient", "JanusProtocol", .product(name: "Logging", package: "swift-log")]
@@ -216,6 +220,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(
+            name: "ECallSignalingTests",
+            dependencies: ["ECallSignaling", "ConclaveE2EE", "ConclaveCore", "ConclaveTestSupport"]
+        ),
         .testTarget(name: "ConclaveKeyStoreTests", dependencies: ["ConclaveKeyStore", "ConclaveE2EE"]),
         .testTarget(name: "ConclaveFilesTests", dependencies: ["ConclaveFiles", "ConclaveTestSupport"]),
         .testTarget(
@@ -242,7 +250,8 @@ let package = Package(
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
                 "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
-                "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport",
+                "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
+                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -33,6 +33,7 @@ public final class RecordingSession: CallMediaObserver {
         case frame(UInt64, MediaKind, EncodedFrame, Int64, keyEpoch: UInt64?, lostBefore: Int)
         case undecryptable(UInt64, MediaKind, String, Int64)
         case senderReport(UInt64, MediaKind, SenderReportTime, Int64)
+        case keyEpoch(UInt64, Int64)
     }
 
     /// One subscribed stream: a feed's m-line.
@@ -265,6 +266,8 @@ public final class RecordingSession: CallMediaObserver {
                     recorder.undecryptable(feedID: feed, kind: kind, reason: reason, at: time)
                 case .senderReport(let feed, let kind, let report, let time):
                     recorder.senderReport(report, feedID: feed, kind: kind, arrival: time)
+                case .keyEpoch(let epoch, let time):
+                    recorder.keyEpoch(epoch, from: time)
                 }
             }
             batch.removeAll(keepingCapacity: true)
@@ -306,6 +309,12 @@ public final class RecordingSession: CallMediaObserver {
         inbox.withLock { inbox in
             if !inbox.finished { inbox.events.append(event) }
         }
+    }
+
+    /// The call key of `epoch` became (or becomes) current at `validFrom`: the manifest lists it
+    /// (``RecordingManifest/keyEpochTimes``). Give it ``CallKeyCoordinator``'s epochs.
+    public func keyEpochApplied(_ epoch: UInt64, validFrom: Date) {
+        enqueue(.keyEpoch(epoch, Int64((validFrom.timeIntervalSince1970 * 1_000_000).rounded())))
     }
 
     public func participantJoined(feedID: UInt64, display: String?) {

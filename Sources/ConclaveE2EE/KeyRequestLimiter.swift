@@ -63,6 +63,13 @@ public struct KeyNeededEvent: Sendable, Hashable {
     /// Why it failed.
     public var reason: DecryptFailureReason
 
+    public init(callID: UInt64, senderID: UInt64, codec: MediaCodec, reason: DecryptFailureReason) {
+        self.callID = callID
+        self.senderID = senderID
+        self.codec = codec
+        self.reason = reason
+    }
+
     /// The reason string ECall sends (`audio_decrypt_failed` or `video_decrypt_failed`).
     public var ecallReason: String { "\(codec.kind.rawValue)_decrypt_failed" }
 }

@@ -5,8 +5,10 @@ import Foundation
 /// An invitation to an end-to-end encrypted call: ECall's invitation fields plus what a client
 /// without ECall's backend needs to find the call (the Janus URL and the media crypto format).
 ///
-/// The file is JSON. `callId` and `roomId` are written as JSON numbers, as ECall sends them, and
-/// read from numbers or decimal strings (JSON numbers lose precision above 2^53 in many parsers).
+/// The file is JSON. `callId`, `roomId` and `callerId` are written as JSON numbers, as ECall sends
+/// them, and read from numbers or decimal strings (JSON numbers lose precision above 2^53 in many
+/// parsers). Older Conclave versions wrote a user name as `callerId`: it is read as the caller's
+/// display name when `callerName` is absent.
 /// `encryptedAESKey` is the call key wrapped for one device (ECall's format, see `KeyWrapping`),
 /// so an invitation written by another tool for this device's public key works the same.
 public struct CallInvitation: Sendable, Hashable {
@@ -28,7 +30,10 @@ public struct CallInvitation: Sendable, Hashable {
     public var roomID: UInt64
     /// The call key wrapped for the recipient device.
     public var encryptedAESKey: String
-    public var callerID: String
+    /// The caller's ECall user id (a JSON number on the wire); nil when the caller has none, as in
+    /// invitations from older Conclave versions that wrote a user name here.
+    public var callerID: UInt64?
+    /// The caller's display name.
     public var callerName: String
     public var isVideo: Bool
     /// The Janus WebSocket URL of the call.
@@ -41,7 +46,7 @@ public struct CallInvitation: Sendable, Hashable {
         callID: UInt64,
         roomID: UInt64,
         encryptedAESKey: String,
-        callerID: String,
+        callerID: UInt64?,
         callerName: String,
         isVideo: Bool = true,
         janusURL: String? = nil,

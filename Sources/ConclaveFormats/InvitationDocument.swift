@@ -5,8 +5,8 @@ import Foundation
 ///
 /// Decoding checks each field in ECall's order and stops at the first bad one with a
 /// ``FieldError`` that names it (the invitation refuses a file, it does not list problems).
-/// Unknown keys are ignored: other tools may add fields. `callId` and `roomId` are read from
-/// JSON numbers or decimal strings and written as numbers, as ECall writes them.
+/// Unknown keys are ignored: other tools may add fields. `callId`, `roomId` and `callerId` are
+/// read from JSON numbers or decimal strings and written as numbers, as ECall writes them.
 struct InvitationDocument: Codable, Sendable {
     /// A field that is missing or has the wrong type or value.
     struct FieldError: Error {
@@ -38,8 +38,8 @@ struct InvitationDocument: Codable, Sendable {
         guard let key = try Self.string(container, .encryptedAESKey) else {
             throw FieldError(field: CodingKeys.encryptedAESKey.rawValue, expected: "a non-empty string")
         }
-        let callerID = try Self.string(container, .callerId) ?? ""
-        let callerName = try Self.string(container, .callerName) ?? ""
+        let caller = try Self.caller(container)
+        let callerName = try Self.string(container, .callerName) ?? caller.name ?? ""
         let isVideo = try Self.decode(Bool.self, container, .isVideo, expected: "true or false") ?? true
         let janusURL = try Self.string(container, .janusUrl)
         if let janusURL, !(janusURL.hasPrefix("ws://") || janusURL.hasPrefix("wss://")) {
@@ -57,7 +57,7 @@ struct InvitationDocument: Codable, Sendable {
             callID: callID,
             roomID: roomID,
             encryptedAESKey: key,
-            callerID: callerID,
+            callerID: caller.id,
             callerName: callerName,
             isVideo: isVideo,
             janusURL: janusURL,
@@ -73,7 +73,7 @@ struct InvitationDocument: Codable, Sendable {
         try container.encode(invitation.callID, forKey: .callId)
         try container.encode(invitation.roomID, forKey: .roomId)
         try container.encode(invitation.encryptedAESKey, forKey: .encryptedAESKey)
-        try container.encode(invitation.callerID, forKey: .callerId)
+        try container.encodeIfPresent(invitation.callerID, forKey: .callerId)
         try container.encode(invitation.callerName, forKey: .callerName)
         try container.encode(invitation.isVideo, forKey: .isVideo)
         try container.encodeIfPresent(invitation.janusURL, forKey: .janusUrl)
@@ -93,10 +93,9 @@ struct InvitationDocument: Codable, Sendable {
             (.callId, json(invitation.callID)),
             (.roomId, json(invitation.roomID)),
             (.encryptedAESKey, json(invitation.encryptedAESKey)),
-            (.callerId, json(invitation.callerID)),
-            (.callerName, json(invitation.callerName)),
-            (.isVideo, json(invitation.isVideo)),
         ]
+        if let callerID = invitation.callerID { fields.append((.callerId, json(callerID))) }
+        fields += [(.callerName, json(invitation.callerName)), (.isVideo, json(invitation.isVideo))]
         if let janusURL = invitation.janusURL { fields.append((.janusUrl, json(janusURL))) }
         if let crypto = invitation.crypto { fields.append((.crypto, json(crypto.rawValue))) }
         if let recipient { fields.append((.recipient, json(recipient))) }
@@ -137,6 +136,29 @@ struct InvitationDocument: Codable, Sendable {
         if let number = try? container.decode(UInt64.self, forKey: key) { return number }
         if let text = try? container.decode(String.self, forKey: key), let number = UInt64(text) { return number }
         throw FieldError(field: key.rawValue, expected: "a non-negative integer (number or decimal string)")
+    }
+
+    /// ECall's `callerId`, a JSON number (or a decimal string); older Conclave versions wrote a user
+    /// name there, which is kept as the caller's name. Nil id and name when absent or null.
+    private static func caller(_ container: Container) throws(FieldError) -> (id: UInt64?, name: String?) {
+        guard container.contains(.callerId), (try? container.decodeNil(forKey: .callerId)) == false else {
+            return (nil, nil)
+        }
+        if let number = try? container.decode(UInt64.self, forKey: .callerId) { return (number, nil) }
+        guard let text = try? container.decode(String.self, forKey: .callerId) else {
+            throw FieldError(
+                field: CodingKeys.callerId.rawValue,
+                expected: "a non-negative integer (number or decimal string) or a user name"
+            )
+        }
+        // Older versions wrote "" for a caller without a display.
+        guard !text.isEmpty else { return (nil, nil) }
+        let digits = text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard digits else { return (nil, text) }
+        guard let number = UInt64(text) else {
+            throw FieldError(field: CodingKeys.callerId.rawValue, expected: "an id below 2^64")
+        }
+        return (number, nil)
     }
 
     private static func recipient(_ container: Container) throws(FieldError) -> Recipient? {

@@ -9,11 +9,14 @@ public struct CallKeyHistoryEntry: Codable, Sendable, Hashable {
     public var wrappedKey: String
     /// When the key became (or becomes) current.
     public var appliedAt: Date
+    /// When the next epoch replaced it; nil while it is the latest (and in older files).
+    public var validUntil: Date?
 
-    public init(epoch: UInt64, wrappedKey: String, appliedAt: Date) {
+    public init(epoch: UInt64, wrappedKey: String, appliedAt: Date, validUntil: Date? = nil) {
         self.epoch = epoch
         self.wrappedKey = wrappedKey
         self.appliedAt = appliedAt
+        self.validUntil = validUntil
     }
 }
 
@@ -112,7 +115,8 @@ public struct CallKeyStorage: Sendable {
         try SecureFiles.ensurePrivateDirectory(directory)
     }
 
-    /// Stores `wrappedKey` as the call's key and appends it to the history with `epoch`.
+    /// Stores `wrappedKey` as the call's key and appends it to the history with `epoch`; the entry
+    /// before it is valid until `appliedAt`.
     public func storeWrappedKey(_ wrappedKey: String, for callID: UInt64, epoch: UInt64 = 0, appliedAt: Date = Date())
         throws(KeyStoreError)
     {
@@ -120,7 +124,12 @@ public struct CallKeyStorage: Sendable {
             let entry = CallKeyHistoryEntry(epoch: epoch, wrappedKey: wrappedKey, appliedAt: appliedAt)
             if var existing = record {
                 existing.wrappedKey = wrappedKey
-                if existing.history.last != entry { existing.history.append(entry) }
+                if existing.history.last != entry {
+                    if let last = existing.history.indices.last, existing.history[last].validUntil == nil {
+                        existing.history[last].validUntil = appliedAt
+                    }
+                    existing.history.append(entry)
+                }
                 existing.updatedAt = Date()
                 record = existing
             } else {
@@ -143,6 +152,18 @@ public struct CallKeyStorage: Sendable {
             if let room { existing.room = room }
             if let display { existing.display = display }
             if let cryptoFormat { existing.cryptoFormat = cryptoFormat }
+            existing.updatedAt = Date()
+            record = existing
+        }
+    }
+
+    /// Forgets all but the last `count` epochs of a call's history (at the end of a call the current
+    /// and previous keys are enough to repair a recording; older ones only widen what a stolen key
+    /// store reveals).
+    public func pruneHistory(for callID: UInt64, keepingLast count: Int = 2) throws(KeyStoreError) {
+        try update(callID) { record in
+            guard var existing = record, existing.history.count > count else { return }
+            existing.history.removeFirst(existing.history.count - max(count, 0))
             existing.updatedAt = Date()
             record = existing
         }

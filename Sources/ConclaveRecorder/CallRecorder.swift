@@ -139,6 +139,8 @@ public final class CallRecorder {
     private var manifestOutdated = false
     private var endTime: Int64?
     private var finished = false
+    /// The key epochs given to ``keyEpoch(_:from:)``, in order.
+    private var keyEpochTimes: [RecordingManifest.KeyEpochTime]?
 
     /// Creates the folder (owner-only, with any missing parents) and the first manifest.
     ///
@@ -281,6 +283,18 @@ public final class CallRecorder {
         {
             askForKeyframe(active, now: arrival)
         }
+    }
+
+    /// The call key of `epoch` became (or becomes) current at `from` (Unix microseconds): a
+    /// rotation. Listed in the manifest, which is rewritten at the next tick.
+    public func keyEpoch(_ epoch: UInt64, from time: Int64) {
+        let entry = RecordingManifest.KeyEpochTime(
+            epoch: epoch,
+            time: iso8601(unixMicroseconds: time),
+            offset: Double(time - startTime) / 1_000_000
+        )
+        keyEpochTimes = (keyEpochTimes ?? []) + [entry]
+        manifestOutdated = true
     }
 
     /// A frame of `feedID` that did not decrypt: counted, never written.
@@ -664,6 +678,7 @@ public final class CallRecorder {
             recorderVersion: configuration.recorderVersion,
             cryptoFormat: configuration.cryptoFormat,
             keyEpochs: configuration.keyEpochs,
+            keyEpochTimes: keyEpochTimes,
             startTime: iso8601(unixMicroseconds: startTime),
             endTime: endTime.map { iso8601(unixMicroseconds: $0) },
             status: finished ? "finished" : "recording",

@@ -22,6 +22,10 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
     public var cryptoFormat: String
     /// The key epochs the recorder held.
     public var keyEpochs: [UInt64]
+    /// When each key epoch the recorder was given became (or becomes) current, in order: a
+    /// rotation during the recording shows where the key changed. Nil in manifests of earlier
+    /// versions.
+    public var keyEpochTimes: [KeyEpochTime]? = nil
     /// ISO 8601 wall-clock start (the call timeline's zero) and end.
     public var startTime: String
     public var endTime: String?
@@ -30,6 +34,21 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
     public var participants: [Participant]
     /// Participants with no media file, and why.
     public var notRecorded: [NotRecorded]
+
+    /// One call key epoch and when it took effect.
+    public struct KeyEpochTime: Codable, Sendable, Hashable {
+        public var epoch: UInt64
+        /// ISO 8601 wall-clock time.
+        public var time: String
+        /// Seconds on the call timeline (negative: before the recording started).
+        public var offset: Double
+
+        public init(epoch: UInt64, time: String, offset: Double) {
+            self.epoch = epoch
+            self.time = time
+            self.offset = offset
+        }
+    }
 
     public struct Participant: Codable, Sendable, Hashable {
         /// The user id when the display has ECall's `<userId>:<name>` form, else `feed-<id>`.

@@ -124,7 +124,7 @@ struct CallCommand: AsyncParsableCommand {
                     callID: callID,
                     roomID: roomID,
                     encryptedAESKey: try KeyStoreAccess.run { try KeyWrapping.wrap(key, for: participant.publicKey) },
-                    callerID: caller?.userID ?? caller?.name ?? "",
+                    callerID: caller?.userID.flatMap { UInt64($0) },
                     callerName: caller?.name ?? "",
                     isVideo: !audioOnly,
                     janusURL: url,

@@ -14,7 +14,7 @@ import Testing
             callID: 9_007_199_254_740_993,  // 2^53 + 1: lost by parsers that read numbers as doubles
             roomID: 1234,
             encryptedAESKey: try KeyWrapping.wrap(key, for: identity.publicKey),
-            callerID: "17",
+            callerID: 17,
             callerName: "Alice \"A\" Ünal",
             janusURL: "ws://127.0.0.1:8188",
             crypto: .sframe,
@@ -28,6 +28,7 @@ import Testing
         let invitation = try Self.sample(for: identity, key: key)
         let text = invitation.jsonText()
         #expect(text.contains("\"callId\": 9007199254740993"), "ids are JSON numbers, as ECall writes them")
+        #expect(text.contains("\"callerId\": 17,"), "the caller's id too")
         let read = try CallInvitation(json: text, path: "test.json")
         #expect(read == invitation)
         #expect(try read.openKey(with: identity, path: "test.json") == key)
@@ -105,7 +106,15 @@ import Testing
     @Test func wrongTypesNameTheField() throws {
         let base = "\"callId\": 1, \"roomId\": 1, \"encryptedAESKey\": \"k\""
         let cases: [(String, String)] = [
-            ("{\(base), \"callerId\": 17}", "invitation f.json: field 'callerId' must be a non-empty string"),
+            (
+                "{\(base), \"callerId\": true}",
+                "invitation f.json: field 'callerId' must be a non-negative integer (number or decimal string) or a user name"
+            ),
+            ("{\(base), \"callerId\": -5}", "invitation f.json: field 'callerId' must be a non-negative integer"),
+            (
+                "{\(base), \"callerId\": \"99999999999999999999\"}",
+                "invitation f.json: field 'callerId' must be an id below 2^64"
+            ),
             ("{\(base), \"callerName\": \"\"}", "invitation f.json: field 'callerName' must be a non-empty string"),
             ("{\(base), \"isVideo\": \"yes\"}", "invitation f.json: field 'isVideo' must be true or false"),
             ("{\(base), \"recipient\": \"42:Bob\"}", "invitation f.json: field 'recipient' must be an object"),
@@ -135,6 +144,43 @@ import Testing
                 #expect(!error.description.contains("\n"), "one line: \(error)")
             }
         }
+    }
+
+    @Test func ecallsNumericCallerIdIsRead() throws {
+        // ECall's ids are JSON numbers; this was refused as "must be a non-empty string".
+        let text = """
+            {"callId": 7, "roomId": 5, "encryptedAESKey": "k", "callerId": 5, "callerName": "Ann", "callerDeviceId": 51}
+            """
+        let invitation = try CallInvitation(json: text, path: "ecall.json")
+        #expect(invitation.callerID == 5 && invitation.callerName == "Ann")
+        let decimal = try CallInvitation(
+            json: #"{"callId": 7, "roomId": 5, "encryptedAESKey": "k", "callerId": "18446744073709551615"}"#,
+            path: "f.json"
+        )
+        #expect(decimal.callerID == UInt64.max)
+        #expect(decimal.jsonText().contains("\"callerId\": 18446744073709551615,"))
+    }
+
+    @Test func olderInvitationsWithAUserNameAsCallerIdStillRead() throws {
+        let named = try CallInvitation(
+            json: #"{"callId": 7, "roomId": 5, "encryptedAESKey": "k", "callerId": "alice"}"#,
+            path: "old.json"
+        )
+        #expect(named.callerID == nil && named.callerName == "alice")
+        let both = try CallInvitation(
+            json: #"{"callId": 7, "roomId": 5, "encryptedAESKey": "k", "callerId": "alice", "callerName": "Alice A"}"#,
+            path: "old.json"
+        )
+        #expect(both.callerID == nil && both.callerName == "Alice A")
+        let old = try CallInvitation(
+            json: #"{"callId": 7, "roomId": 5, "encryptedAESKey": "k", "callerId": "", "callerName": "Alice"}"#,
+            path: "old.json"
+        )
+        #expect(old.callerID == nil && old.callerName == "Alice")
+        // Written again, the id is left out rather than invented, and the name stays.
+        let rewritten = named.jsonText()
+        #expect(!rewritten.contains("callerId") && rewritten.contains("\"callerName\": \"alice\""))
+        #expect(try CallInvitation(json: rewritten, path: "new.json") == named)
     }
 
     @Test func unknownKeysAndNullsAreIgnored() throws {

@@ -287,6 +287,30 @@ struct CallKeyStorageTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: calls.directory.path).isEmpty)
     }
 
+    @Test("each epoch is valid until the next; after the call only the last two are kept")
+    func epochWindows() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let calls = KeyStore(dataDirectory: root).calls
+        let start = Date(timeIntervalSince1970: 1_763_942_400)
+        for epoch in UInt64(0)..<4 {
+            try calls.storeWrappedKey(
+                "wrapped-\(epoch)",
+                for: 9,
+                epoch: epoch,
+                appliedAt: start.addingTimeInterval(Double(epoch) * 20)
+            )
+        }
+        let record = try #require(try calls.record(for: 9))
+        #expect(record.history.map(\.validUntil) == [20, 40, 60].map { start.addingTimeInterval($0) } + [nil])
+        try calls.pruneHistory(for: 9)
+        let pruned = try #require(try calls.record(for: 9))
+        #expect(pruned.history.map(\.epoch) == [2, 3])
+        #expect(pruned.wrappedKey == "wrapped-3")
+        try calls.pruneHistory(for: 9, keepingLast: 5)
+        #expect(try calls.record(for: 9)?.history.count == 2)
+    }
+
     @Test("a call file holding another call is corrupt; a foreign file is refused")
     func mismatchedFile() throws {
         let root = try temporaryDirectory()
