@@ -190,6 +190,11 @@ let package = Package(
         ),
 
         .executableTarget(
+            name: "bench-signaling",
+            dependencies: ["STOMPClient", "RabbitMQTestBed"],
+            path: "bench/signaling/Sources"
+        ),
+        .executableTarget(
             name: "bench-transport",
             dependencies: [
                 "ConclaveCall", "ConclavePeerConnection", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP",
