@@ -303,8 +303,7 @@ public struct STOMPClientCore<Waiter> {
 
     private mutating func handle(_ frame: STOMPFrame, now: Instant) -> [Action] {
         switch (phase, frame.command) {
-        case (.connecting(let attempt, _, true), .connected):
-            _ = attempt
+        case (.connecting(_, _, true), .connected):
             let heartBeat = STOMPHeartBeat.negotiate(
                 clientSend: configuration.heartBeatSend,
                 clientReceive: configuration.heartBeatReceive,

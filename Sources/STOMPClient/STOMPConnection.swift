@@ -135,19 +135,6 @@ public final class STOMPConnection: Sendable {
         await transport?.close()
     }
 
-    /// Drops the WebSocket as a network failure would, to exercise reconnecting.
-    package func dropConnectionForTesting() async {
-        let transport = shell.withLock { shell -> (any STOMPTransport)? in
-            defer { shell.transport = nil }
-            return shell.transport
-        }
-        await transport?.close()
-        drive { shell in
-            shell.generation += 1
-            return shell.core.transportClosed(STOMPError(.connectionClosed, "dropped for a test"), now: .now)
-        }
-    }
-
     // MARK: Transport
 
     private func openTransport() {
