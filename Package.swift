@@ -53,6 +53,8 @@ let package = Package(
         // Owner-only files and folders (keys, recordings), non-blocking checked reads: POSIX only.
         .target(name: "ConclaveFiles"),
         .target(name: "JanusProtocol"),
+        // STOMP 1.2 frames: encoding, a bounded decoder for WebSocket text messages.
+        .target(name: "STOMPProtocol"),
         .target(name: "ConclaveSDP", dependencies: ["ConclaveCore"]),
         .target(name: "ConclaveRTP", dependencies: ["ConclaveCore"]),
         .target(
@@ -78,6 +80,11 @@ let package = Package(
         .target(
             name: "JanusClient",
             dependencies: ["JanusProtocol", "ConclaveWebSocket", .product(name: "Logging", package: "swift-log")]
+        ),
+        // STOMP over WebSocket: a sans-IO client core, its shell, and the call layer's signaling channel.
+        .target(
+            name: "STOMPClient",
+            dependencies: ["STOMPProtocol", "ConclaveWebSocket", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "ConclaveICE",
@@ -144,6 +151,8 @@ let package = Package(
             name: "JanusTestBed",
             dependencies: ["JanusClient", "JanusProtocol", .product(name: "Logging", package: "swift-log")]
         ),
+        // A private RabbitMQ with Web-STOMP on loopback, from config/rabbitmq.
+        .target(name: "RabbitMQTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "conclave",
             dependencies: [
@@ -157,7 +166,7 @@ let package = Package(
         .executableTarget(
             name: "conclave-testbed",
             dependencies: [
-                "JanusTestBed",
+                "JanusTestBed", "RabbitMQTestBed",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -185,6 +194,11 @@ let package = Package(
         ),
 
         .executableTarget(
+            name: "bench-signaling",
+            dependencies: ["STOMPClient", "RabbitMQTestBed"],
+            path: "bench/signaling/Sources"
+        ),
+        .executableTarget(
             name: "bench-transport",
             dependencies: [
                 "ConclaveCall", "ConclavePeerConnection", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP",
@@ -206,6 +220,11 @@ let package = Package(
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
+        .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "STOMPClientTests",
+            dependencies: ["STOMPClient", "STOMPProtocol", "RabbitMQTestBed", "ConclaveTestSupport"]
+        ),
         .testTarget(
             name: "JanusClientTests",
             dependencies: ["JanusClient", "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport"]

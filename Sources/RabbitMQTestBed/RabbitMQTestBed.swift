@@ -1,0 +1,435 @@
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A private RabbitMQ with Web-STOMP on loopback, started from the project's `config/rabbitmq`.
+///
+/// Every port is chosen free at start (AMQP, Web-STOMP, plain STOMP, Erlang distribution, and a
+/// private `epmd`, so nothing is shared with another broker on the machine). The node runs as the
+/// `rabbitmq` user (Debian's wrapper switches to it when started as root), so its folder belongs
+/// to that user. Readiness is `rabbitmqctl wait` on the node's pid file, not a fixed sleep.
+/// ``stop()`` kills the node and its epmd by pid and removes the folder.
+public final class RabbitMQTestBed: @unchecked Sendable {
+    // @unchecked: mutable state (`nodePID`, `stopped`) is guarded by `lock`.
+
+    /// What to start.
+    public struct Configuration: Sendable {
+        /// The folder with rabbitmq.conf (template), enabled_plugins and definitions.json.
+        public var templateDirectory: URL
+        /// How long the node may take to start.
+        public var startTimeout: Duration
+        /// Outlives this object (`conclave-testbed broker` stops it itself).
+        public var persistent = false
+
+        public init(
+            templateDirectory: URL = RabbitMQTestBed.defaultTemplateDirectory,
+            startTimeout: Duration = .seconds(90)
+        ) {
+            self.templateDirectory = templateDirectory
+            self.startTimeout = startTimeout
+        }
+    }
+
+    /// `config/rabbitmq` of the checkout this library was built from.
+    public static var defaultTemplateDirectory: URL {
+        if let configured = ProcessInfo.processInfo.environment["CONCLAVE_RABBITMQ_CONFIG"] {
+            return URL(fileURLWithPath: configured)
+        }
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }  // Sources/RabbitMQTestBed/RabbitMQTestBed.swift
+        return url.appendingPathComponent("config/rabbitmq")
+    }
+
+    /// The virtual host of the signaling topology.
+    public static let virtualHost = "ecall"
+
+    public let configuration: Configuration
+    /// The node's folder (config, mnesia, logs).
+    public let directory: URL
+    /// `NAME@localhost`.
+    public let nodeName: String
+    public let amqpPort: Int
+    public let webSTOMPPort: Int
+    public let stompPort: Int
+    public let distributionPort: Int
+    public let epmdPort: Int
+    /// What a STOMP-over-WebSocket client connects to.
+    public var webSocketURL: String { "ws://127.0.0.1:\(webSTOMPPort)/ws" }
+    public var logFile: URL { directory.appendingPathComponent("log/\(nodeName).log") }
+    private var pidFile: URL { directory.appendingPathComponent("node.pid") }
+
+    private let logger: Logger
+    private let lock = NSLock()
+    private var nodePID: pid_t?
+    private var epmdProcess: Process?
+    private var stopped = false
+
+    /// The pid of the broker's Erlang VM, while it runs.
+    public var pid: pid_t? { lock.withLock { nodePID } }
+    /// The pid of the broker's private epmd.
+    public var epmdPID: pid_t? { lock.withLock { epmdProcess?.processIdentifier } }
+
+    /// Writes the configuration, starts epmd and the node, and waits until the node is up.
+    public init(configuration: Configuration = Configuration(), logger: Logger = Logger(label: "rabbitmq-testbed"))
+        throws
+    {
+        self.configuration = configuration
+        self.logger = logger
+        try Self.requireTools()
+        let ports = try Self.freePorts(5)
+        (amqpPort, webSTOMPPort, stompPort, distributionPort, epmdPort) = (
+            ports[0], ports[1], ports[2], ports[3], ports[4]
+        )
+        let tag = String(format: "%06x", UInt32.random(in: 0..<0xFF_FFFF))
+        let name = configuration.persistent ? "conclave-broker-\(tag)" : "conclave-\(getpid())-\(tag)"
+        nodeName = "\(name)@localhost"
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("rabbitmq-\(name)")
+        do {
+            try writeConfiguration()
+            try startEPMD()
+            try startBroker()
+        } catch {
+            teardown()
+            throw error
+        }
+    }
+
+    deinit { teardown() }
+
+    // MARK: Configuration
+
+    private func writeConfiguration() throws {
+        let fileManager = FileManager.default
+        for folder in ["mnesia", "log"] {
+            try fileManager.createDirectory(
+                at: directory.appendingPathComponent(folder),
+                withIntermediateDirectories: true
+            )
+        }
+        let template = configuration.templateDirectory
+        func read(_ name: String) throws -> String {
+            do {
+                return try String(contentsOf: template.appendingPathComponent(name), encoding: .utf8)
+            } catch {
+                throw RabbitMQTestBedError("cannot read \(name) in \(template.path): \(error)")
+            }
+        }
+        let values = [
+            "@AMQP_PORT@": "\(amqpPort)", "@WEB_STOMP_PORT@": "\(webSTOMPPort)", "@STOMP_PORT@": "\(stompPort)",
+            "@DEFINITIONS@": directory.appendingPathComponent("definitions.json").path,
+        ]
+        var conf = try read("rabbitmq.conf")
+        for (key, value) in values { conf = conf.replacingOccurrences(of: key, with: value) }
+        try conf.write(to: directory.appendingPathComponent("rabbitmq.conf"), atomically: true, encoding: .utf8)
+        for name in ["enabled_plugins", "definitions.json"] {
+            try read(name).write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        try Self.run("chown", ["-R", "rabbitmq:rabbitmq", directory.path])
+    }
+
+    /// The environment every rabbitmq command of this node needs (Debian's wrapper keeps it across `su`).
+    private var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge([
+            "RABBITMQ_NODENAME": nodeName,
+            "RABBITMQ_MNESIA_BASE": directory.appendingPathComponent("mnesia").path,
+            "RABBITMQ_LOG_BASE": directory.appendingPathComponent("log").path,
+            "RABBITMQ_CONFIG_FILE": directory.appendingPathComponent("rabbitmq").path,
+            "RABBITMQ_ENABLED_PLUGINS_FILE": directory.appendingPathComponent("enabled_plugins").path,
+            "RABBITMQ_FEATURE_FLAGS_FILE": directory.appendingPathComponent("mnesia/feature_flags").path,
+            "RABBITMQ_PID_FILE": pidFile.path,
+            "RABBITMQ_DIST_PORT": "\(distributionPort)",
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "ERL_EPMD_PORT": "\(epmdPort)",
+        ]) { $1 }
+        return environment
+    }
+
+    // MARK: Processes
+
+    private func startEPMD() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.epmdPath())
+        process.arguments = ["-port", "\(epmdPort)", "-address", "127.0.0.1"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        lock.withLock { epmdProcess = process }
+    }
+
+    /// Starts the node (after ``stopBroker()``, with the state it had: users, permissions) and
+    /// waits until it serves.
+    public func startBroker() throws {
+        try? FileManager.default.removeItem(at: pidFile)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.which("rabbitmq-server"))
+        process.environment = environment
+        let output = directory.appendingPathComponent("log/server.out")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        try? handle.close()
+        let seconds = max(Int(configuration.startTimeout.components.seconds), 1)
+        do {
+            try rabbitmqctl(["wait", pidFile.path, "--timeout", "\(seconds)"])
+            try rabbitmqctl(["await_startup", "--timeout", "\(seconds)"])
+        } catch {
+            throw RabbitMQTestBedError("RabbitMQ did not start: \(error)\n\(logTail())")
+        }
+        let text = (try? String(contentsOf: pidFile, encoding: .utf8)) ?? ""
+        guard let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw RabbitMQTestBedError("RabbitMQ wrote no pid to \(pidFile.path)")
+        }
+        lock.withLock { nodePID = pid }
+        logger.debug("rabbitmq started", metadata: ["node": "\(nodeName)", "pid": "\(pid)"])
+    }
+
+    /// Stops the node gracefully, keeping its state for ``startBroker()``.
+    public func stopBroker() throws {
+        guard let pid = lock.withLock({ nodePID }) else { return }
+        try rabbitmqctl(["shutdown"])
+        Self.waitForExit(pid, timeout: .seconds(30))
+        lock.withLock { nodePID = nil }
+    }
+
+    /// Stops and starts the node (connections drop; users and permissions stay).
+    public func restartBroker() throws {
+        try stopBroker()
+        try startBroker()
+    }
+
+    /// Freezes the node (SIGSTOP): connections stay open but nothing arrives, as with a hung server.
+    public func pause() {
+        if let pid = pid { kill(pid, SIGSTOP) }
+    }
+
+    /// Resumes a paused node (SIGCONT).
+    public func resume() {
+        if let pid = pid { kill(pid, SIGCONT) }
+    }
+
+    // MARK: Devices
+
+    /// The login of device `id`, as ECall names it.
+    public static func login(forDevice id: UInt64) -> String { "device-\(id)" }
+
+    /// Creates the user of device `id` with a random passcode (given to `rabbitmqctl` on standard
+    /// input, never in its arguments), and the permissions of config/rabbitmq/README.md: write to
+    /// `ecall.signal.in`, declare its subscription queues, read only its own routing key on
+    /// `ecall.signal.out`. Returns the passcode.
+    @discardableResult
+    public func addDevice(_ id: UInt64, passcode: String? = nil) throws -> String {
+        let passcode = passcode ?? Self.randomPasscode()
+        let login = Self.login(forDevice: id)
+        try rabbitmqctl(["add_user", login], input: passcode)
+        try rabbitmqctl([
+            "set_permissions", "-p", Self.virtualHost, login, "^stomp-subscription-.*$",
+            "^(ecall\\.signal\\.in|stomp-subscription-.*)$", "^(ecall\\.signal\\.out|stomp-subscription-.*)$",
+        ])
+        try rabbitmqctl(["set_topic_permissions", "-p", Self.virtualHost, login, "ecall.signal.out", "^$", "^\(id)$"])
+        return passcode
+    }
+
+    /// Deletes device `id`'s user: the broker closes its connections, and later CONNECTs are refused.
+    public func revokeDevice(_ id: UInt64) throws {
+        try rabbitmqctl(["delete_user", Self.login(forDevice: id)])
+    }
+
+    /// 32 random bytes, base64url: a passcode that needs no quoting anywhere.
+    public static func randomPasscode() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<24).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+    }
+
+    /// Runs `rabbitmqctl -n NODE arguments` against this node; `input` goes to its standard input.
+    @discardableResult
+    public func rabbitmqctl(_ arguments: [String], input: String? = nil) throws -> String {
+        try Self.run("rabbitmqctl", ["-n", nodeName, "-q"] + arguments, input: input, environment: environment)
+    }
+
+    /// The last lines of the node's log, for error messages.
+    public func logTail(lines: Int = 30) -> String {
+        guard let text = try? String(contentsOf: logFile, encoding: .utf8) else { return "(no RabbitMQ log)" }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
+    }
+
+    // MARK: Teardown
+
+    /// Kills the node and its epmd by pid and removes the folder. Safe to call twice.
+    public func stop() { teardown() }
+
+    /// Leaves the broker running when this object goes away; ``stop(pid:epmdPID:directory:)`` stops it.
+    public func detach() {
+        lock.withLock { stopped = true }
+    }
+
+    /// Stops a detached broker.
+    public static func stop(pid: pid_t?, epmdPID: pid_t?, directory: URL?) {
+        for target in [pid, epmdPID].compactMap({ $0 }) {
+            kill(target, SIGCONT)
+            kill(target, SIGKILL)
+            waitForExit(target, timeout: .seconds(10))
+        }
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    private func teardown() {
+        let (first, node, epmd) = lock.withLock { () -> (Bool, pid_t?, Process?) in
+            defer {
+                stopped = true
+                nodePID = nil
+                epmdProcess = nil
+            }
+            return (!stopped, nodePID, epmdProcess)
+        }
+        guard first else { return }
+        if let node {
+            kill(node, SIGCONT)
+            kill(node, SIGKILL)
+            Self.waitForExit(node, timeout: .seconds(10))
+        }
+        // The VM's helpers (erl_child_setup, inet_gethost) die with it; epmd is ours to end.
+        if let epmd, epmd.isRunning {
+            kill(epmd.processIdentifier, SIGKILL)
+            epmd.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    // MARK: Helpers
+
+    /// Waits until `pid` is gone (it may not be our child: poll its existence).
+    static func waitForExit(_ pid: pid_t, timeout: Duration) {
+        let deadline = ContinuousClock.now + timeout
+        var status: Int32 = 0
+        while ContinuousClock.now < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            if kill(pid, 0) != 0 && errno == ESRCH { return }
+            usleep(20_000)
+        }
+    }
+
+    private static func requireTools() throws {
+        guard getuid() == 0 else {
+            throw RabbitMQTestBedError(
+                "the RabbitMQ test bed must run as root (it starts the node as the rabbitmq user)"
+            )
+        }
+        _ = try which("rabbitmq-server")
+        _ = try which("rabbitmqctl")
+        _ = try epmdPath()
+    }
+
+    static func epmdPath() throws -> String {
+        let root = "/usr/lib/erlang"
+        if let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
+            for entry in entries.sorted() where entry.hasPrefix("erts-") {
+                let path = "\(root)/\(entry)/bin/epmd"
+                if FileManager.default.isExecutableFile(atPath: path) { return path }
+            }
+        }
+        return try which("epmd")
+    }
+
+    static func which(_ name: String) throws -> String {
+        for directory in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/lib/erlang/bin"] {
+            let path = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        throw RabbitMQTestBedError("\(name) is not installed: run scripts/setup (rabbitmq-server)")
+    }
+
+    /// Ports free on 127.0.0.1 now (bound to port 0, read back, released).
+    static func freePorts(_ count: Int) throws -> [Int] {
+        var ports: [Int] = []
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for _ in 0..<count {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw RabbitMQTestBedError("cannot open a socket to find a free port") }
+            sockets.append(fd)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                    bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+                }
+            }
+            guard bound else { throw RabbitMQTestBedError("cannot bind a socket to find a free port") }
+            ports.append(Int(UInt16(bigEndian: address.sin_port)))
+        }
+        return ports
+    }
+
+    /// Runs a command to completion; a non-zero exit is an error with its standard error.
+    @discardableResult
+    static func run(
+        _ name: String,
+        _ arguments: [String],
+        input: String? = nil,
+        environment: [String: String]? = nil
+    ) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try which(name))
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let stdin = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+        try process.run()
+        if let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
+        // Read standard error concurrently so that neither pipe can fill and stall the command.
+        let errorData = LockedData()
+        let reader = Thread { errorData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
+        reader.start()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let err = errorData.wait()
+        guard process.terminationStatus == 0 else {
+            // The arguments are safe to show: secrets only ever travel on standard input.
+            let message = String(decoding: err + out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw RabbitMQTestBedError("\(name) \(arguments.joined(separator: " ")) failed: \(message.prefix(2000))")
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Data handed from a reader thread, waited for once.
+private final class LockedData: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var data = Data()
+
+    func set(_ value: Data) {
+        data = value
+        done.signal()
+    }
+
+    func wait() -> Data {
+        done.wait()
+        return data
+    }
+}
+
+/// The broker could not be set up or controlled; the message says what and why.
+public struct RabbitMQTestBedError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

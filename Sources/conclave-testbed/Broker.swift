@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import RabbitMQTestBed
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension TestBedCommand {
+    /// Runs a private RabbitMQ with the signaling topology until Ctrl-C.
+    struct Broker: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a private RabbitMQ (Web-STOMP on loopback) with one user per device, until Ctrl-C.",
+            discussion: """
+                Prints the STOMP WebSocket URL and each device's login; each passcode is written to \
+                PASSCODES/device-<id>.passcode (mode 0600), never printed. The topology is \
+                config/rabbitmq/README.md's.
+                """
+        )
+
+        @Option(help: "Comma-separated device ids to create users for.")
+        var devices: String = "1,2"
+
+        @Option(help: "Folder for the passcode files (created 0700).")
+        var passcodes: String = "broker-passcodes"
+
+        @Option(help: "Folder with rabbitmq.conf, enabled_plugins and definitions.json (default: config/rabbitmq).")
+        var config: String?
+
+        func run() throws {
+            let ids = try devices.split(separator: ",").map { text -> UInt64 in
+                guard let id = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+                    throw ValidationError("'\(text)' is not a device id")
+                }
+                return id
+            }
+            guard !ids.isEmpty else { throw ValidationError("no device ids given") }
+            var configuration = RabbitMQTestBed.Configuration()
+            if let config { configuration.templateDirectory = URL(fileURLWithPath: config) }
+            // Ctrl-C and SIGTERM are taken with sigwait below, so the broker is always stopped.
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_BLOCK, &signals, nil)
+
+            let bed = try RabbitMQTestBed(configuration: configuration)
+            defer { bed.stop() }
+            let folder = URL(fileURLWithPath: passcodes)
+            try FileManager.default.createDirectory(
+                at: folder,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            print("CONCLAVE_STOMP_URL=\(bed.webSocketURL)")
+            print("CONCLAVE_STOMP_VHOST=\(RabbitMQTestBed.virtualHost)")
+            for id in ids {
+                let passcode = try bed.addDevice(id)
+                let file = folder.appendingPathComponent("\(RabbitMQTestBed.login(forDevice: id)).passcode")
+                try? FileManager.default.removeItem(at: file)
+                guard
+                    FileManager.default.createFile(
+                        atPath: file.path,
+                        contents: Data(passcode.utf8),
+                        attributes: [.posixPermissions: 0o600]
+                    )
+                else { throw ValidationError("cannot write \(file.path)") }
+                print("device \(id): login \(RabbitMQTestBed.login(forDevice: id)), passcode in \(file.path)")
+            }
+            print("broker running (log: \(bed.logFile.path)); Ctrl-C stops it")
+            fflush(nil)
+            var received: Int32 = 0
+            sigwait(&signals, &received)
+        }
+    }
+}
