@@ -135,7 +135,7 @@ let package = Package(
             dependencies: [
                 "ConclavePeerConnection", "ConclaveCore", "ConclaveOpenSSL", "ConclaveE2EE", "ConclaveMedia",
                 "ConclaveOpus", "ConclaveRTP", "ConclaveRecorder", "ConclaveSDP", "JanusClient", "JanusProtocol",
-                "ConclaveKeyStore", "ECallSignaling", .product(name: "Logging", package: "swift-log"),
+                "ConclaveKeyStore", "ECallSignaling", "STOMPClient", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The application's own files: configuration and invitations.
