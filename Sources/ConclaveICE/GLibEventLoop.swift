@@ -13,6 +13,7 @@ import Synchronization
 /// Lifecycle: `init` starts the thread; `shutdown(_:)` runs a last closure on the thread, which
 /// calls the `quit` it is given when done (possibly later, from a callback); the thread then
 /// dispatches whatever is still pending and exits; `waitForExit()` joins it.
+@usableFromInline
 final class GLibEventLoop: @unchecked Sendable {
     // @unchecked: `context` and `loop` are GLib objects whose attach/quit/wakeup APIs are
     // thread-safe; all mutable Swift state is inside `lifecycle`.
@@ -73,7 +74,7 @@ final class GLibEventLoop: @unchecked Sendable {
     /// True when called from work the loop runs: on its thread (at any point of its life, also
     /// while it drains after shutdown), or on the serial queue that takes its work after it
     /// exited. Lock-free, for checks on the per-packet path.
-    var isOwner: Bool {
+    @usableFromInline var isOwner: Bool {
         pthread_self() == ownerThread.load(ordering: .relaxed) || DispatchQueue.getSpecific(key: afterExitKey) == true
     }
 

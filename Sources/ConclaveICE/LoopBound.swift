@@ -14,8 +14,10 @@
 public final class LoopBound<Value>: @unchecked Sendable {
     // @unchecked: `value` is only touched by work the loop runs (its thread, or its after-exit
     // queue, which never runs while the thread does), which `withValue` checks on every access.
-    private var value: Value
-    private let loop: GLibEventLoop
+    // Inlinable with `withValue`, so that the per-packet call is specialized for the caller's
+    // state like a `Mutex` is, instead of running generic code from another module.
+    @usableFromInline var value: Value
+    @usableFromInline let loop: GLibEventLoop
 
     /// Binds `value` to the loop thread of `agent`. The value is handed over (`sending`): from
     /// here on only the loop reaches it.
@@ -31,6 +33,7 @@ public final class LoopBound<Value>: @unchecked Sendable {
     /// thread; post with ``execute(_:)`` or ``run(_:)`` from there. Not reentrant: `body` must not
     /// reach the same box again (Swift's exclusivity check stops that too), so callers return
     /// what to hand on and call handlers after it.
+    @inlinable
     public func withValue<Result: ~Copyable, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

@@ -442,29 +442,39 @@ public final class MediaTransport: Sendable {
 
     // MARK: Internals
 
+    /// What the send lock's one acquisition found for a packet.
+    private enum Protection {
+        /// No SRTP keys yet: nothing can be sent.
+        case notKeyed
+        case failed(SRTPError)
+        /// Protected in place and counted as sent.
+        case protected
+    }
+
     /// Protects under the send lock (libsrtp's context is not thread-safe), counting the packet
     /// as sent in the same acquisition, and sends outside it; a datagram ICE refuses (no pair
     /// selected yet) is moved to the failures, a second acquisition on that rare path only.
     private func send(_ packet: [UInt8], rtcp: Bool) {
         var buffer = packet
-        let protected = sendPath.withLock { path -> Result<Bool, SRTPError> in
-            guard let outbound = path.outbound else { return .success(false) }
-            buffer.reserveCapacity(packet.count + SRTPContext.trailerCapacity)
+        // Outside the lock: the one allocation, the copy with room for the SRTP trailer.
+        buffer.reserveCapacity(packet.count + SRTPContext.trailerCapacity)
+        let protection = sendPath.withLock { path -> Protection in
+            guard let outbound = path.outbound else { return .notKeyed }
             do throws(SRTPError) {
                 if rtcp { try outbound.protectRTCP(&buffer) } else { try outbound.protect(&buffer) }
             } catch {
                 path.counters.sendFailures += 1
-                return .failure(error)
+                return .failed(error)
             }
             if rtcp { path.counters.rtcpSent += 1 } else { path.counters.rtpSent += 1 }
-            return .success(true)
+            return .protected
         }
-        switch protected {
-        case .success(false): return
-        case .failure(let error):
+        switch protection {
+        case .notKeyed: return
+        case .failed(let error):
             logger.debug("SRTP protect failed", metadata: ["error": "\(error)"])
             return
-        case .success(true): break
+        case .protected: break
         }
         guard !ice.send(buffer) else { return }
         sendPath.withLock { path in
