@@ -68,7 +68,7 @@ public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
 /// datagram is classified (RFC 7983), handed to DTLS during the handshake, or SRTP-unprotected in
 /// place and passed to the handlers set with ``setHandlers(rtp:rtcp:)``. What that path uses per
 /// packet (the inbound SRTP context, the handlers, the receive counters) is owned by the loop
-/// thread (a ``LoopBound``), so a received packet takes no lock and no task hop here.
+/// thread (a `ConclaveICE.LoopBound`), so a received packet takes no lock and no task hop here.
 ///
 /// Outbound packets are protected and sent from whatever thread calls ``sendRTP(_:)``: the
 /// senders' tasks, and the loop for RTCP. The outbound SRTP context and the send counters are

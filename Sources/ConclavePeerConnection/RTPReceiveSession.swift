@@ -14,9 +14,9 @@ import ConclaveSDP
 /// another module runs unspecialized).
 ///
 /// Packets, the jitter-buffer timer and receiver reports all run on the ICE loop thread, which
-/// owns the streams (a ``LoopBound``): a received packet takes no lock. Negotiation (a task),
-/// keyframe requests (a recorder thread) and statistics (a status task) post their work to the
-/// loop and await it, one hop each, none of them per packet.
+/// owns the streams (a `ConclaveICE.LoopBound`): a received packet takes no lock. Negotiation
+/// (a task), keyframe requests (a recorder thread) and statistics (a status task) post their
+/// work to the loop and await it, one hop each, none of them per packet.
 public final class RTPReceiveSession: Sendable {
     /// Who sends a stream: an id (a VideoRoom feed) and the stream's mid at the sender. Two
     /// sources are the same sender when their ids are: a sender's mid described anew does not
