@@ -201,7 +201,8 @@ let package = Package(
         .executableTarget(
             name: "bench-transport",
             dependencies: [
-                "ConclaveCall", "ConclavePeerConnection", "ConclaveCore", "ConclaveMedia", "ConclaveSRTP",
+                "ConclaveCall", "ConclavePeerConnection", "ConclaveCore", "ConclaveICE", "ConclaveMedia",
+                "ConclaveSRTP",
                 "JanusClient", "JanusProtocol", "JanusTestBed", .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/transport/Sources"

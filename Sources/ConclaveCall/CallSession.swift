@@ -200,15 +200,15 @@ public actor CallSession {
     /// Asks the publisher of `feedID` for a video keyframe through the current subscription (see
     /// ``RoomSubscription/requestKeyframe(feedID:)``): what `join --record`'s recorder calls when
     /// it misses one.
-    public func requestKeyframe(feedID: UInt64) {
-        leg?.subscription.requestKeyframe(feedID: feedID)
+    public func requestKeyframe(feedID: UInt64) async {
+        await leg?.subscription.requestKeyframe(feedID: feedID)
     }
 
     /// A status snapshot; rates cover the time since the previous snapshot.
-    public func status() -> CallStatus {
+    public func status() async -> CallStatus {
         var loss: [String: Double] = [:]
         if let subscriber = leg?.subscription.subscriber {
-            let statistics = subscriber.statistics
+            let statistics = await subscriber.statistics
             var lost: [String: (Int64, UInt64)] = [:]
             for stream in subscriber.streams {
                 guard let feed = stream.feedID, let numbers = statistics[stream.mid],

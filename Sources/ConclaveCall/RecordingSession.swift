@@ -287,8 +287,8 @@ public final class RecordingSession: CallMediaObserver {
     }
 
     /// Sets where the recorder's keyframe requests go (replacing any earlier target): typically
-    /// `{ [weak subscription] in subscription?.requestKeyframe(feedID: $0) }`, once the
-    /// subscription that receives the call exists.
+    /// a task calling ``RoomSubscription/requestKeyframe(feedID:)`` on a weakly held subscription,
+    /// once the subscription that receives the call exists.
     ///
     /// Without it a recording that misses a keyframe (frames that did not decrypt, a new segment)
     /// waits for the sender's next periodic keyframe, and with a sender that sends keyframes only

@@ -140,12 +140,13 @@ public final class RoomSubscription: Sendable {
     ///
     /// A recorder needs this when it loses decoder state the jitter buffer cannot see (frames that
     /// did not decrypt, a new file): senders that send keyframes only when asked would otherwise
-    /// leave it without video. Safe from any thread, and it never waits: one short lock and one
-    /// datagram, so a recorder's thread may call it.
+    /// leave it without video. Callable from any task: it waits for the subscriber's receive
+    /// thread, which owns the streams and sends the datagram, never for the network. A recorder's
+    /// thread, which must not wait, calls it from a task.
     @discardableResult
-    public func requestKeyframe(feedID: UInt64) -> Bool {
+    public func requestKeyframe(feedID: UInt64) async -> Bool {
         guard let subscriber = state.withLock({ $0.closed ? nil : $0.subscriber }) else { return false }
-        let sent = subscriber.requestKeyframe(feedID: feedID)
+        let sent = await subscriber.requestKeyframe(feedID: feedID)
         if sent { logger.debug("asked for a keyframe", metadata: ["feed": "\(feedID)"]) }
         return sent
     }

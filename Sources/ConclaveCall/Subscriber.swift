@@ -160,8 +160,10 @@ public final class Subscriber: Sendable {
     /// The streams currently subscribed, as Janus last described them.
     public var streams: [VideoRoom.SubscribedStream] { state.withLock { $0.layout } }
 
-    /// Receive statistics per mid.
-    public var statistics: [String: ReceiveStatistics] { rtp.statistics }
+    /// Receive statistics per mid (read on the receive thread, which owns them).
+    public var statistics: [String: ReceiveStatistics] {
+        get async { await rtp.statistics }
+    }
 
     /// Asks the publisher of `feedID` for a video keyframe: an RTCP PLI (or FIR, when that is how
     /// the stream's jitter buffer asks) about the feed's video stream, sent at once; returns
@@ -171,10 +173,11 @@ public final class Subscriber: Sendable {
     /// frames did not decrypt, or that starts a new file): the jitter buffer asks only for what it
     /// sees missing (lost packets, no keyframe yet since the stream started). Requests are throttled per stream at the jitter buffer's
     /// `keyframeRequestInterval` (500 ms), so a caller asking in a loop cannot flood the sender.
-    /// Callable from any thread; it takes the receive lock briefly and never waits on the network.
+    /// Callable from any task; it waits for the receive thread (which owns the streams), never on
+    /// the network.
     @discardableResult
-    public func requestKeyframe(feedID: UInt64) -> Bool {
-        rtp.requestKeyframe(from: RTPReceiveSession.Source(id: feedID))
+    public func requestKeyframe(feedID: UInt64) async -> Bool {
+        await rtp.requestKeyframe(from: RTPReceiveSession.Source(id: feedID))
     }
 
     /// Adds every stream of `feeds` to the subscription.
@@ -245,7 +248,7 @@ public final class Subscriber: Sendable {
                 state.local = local
                 state.layout = layout.isEmpty ? state.layout : layout
             }
-            rtp.configure(result.media) { media, previous in
+            await rtp.configure(result.media) { media, previous in
                 let described = layout.first { $0.mid == media.mid }
                 return RTPReceiveSession.Source(
                     id: described?.feedID ?? previous?.id ?? 0,

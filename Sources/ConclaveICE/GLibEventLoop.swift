@@ -13,6 +13,7 @@ import Synchronization
 /// Lifecycle: `init` starts the thread; `shutdown(_:)` runs a last closure on the thread, which
 /// calls the `quit` it is given when done (possibly later, from a callback); the thread then
 /// dispatches whatever is still pending and exits; `waitForExit()` joins it.
+@usableFromInline
 final class GLibEventLoop: @unchecked Sendable {
     // @unchecked: `context` and `loop` are GLib objects whose attach/quit/wakeup APIs are
     // thread-safe; all mutable Swift state is inside `lifecycle`.
@@ -21,6 +22,12 @@ final class GLibEventLoop: @unchecked Sendable {
     private let lifecycle = Mutex(Lifecycle())
     /// Runs actor jobs that arrive after the thread has exited, in order, one at a time.
     private let afterExitQueue: DispatchQueue
+    /// Marks `afterExitQueue`, so that work running there counts as the loop's (see `isOwner`).
+    private let afterExitKey = DispatchSpecificKey<Bool>()
+    /// The loop thread's `pthread_self()`, stored by the thread before it runs anything: the
+    /// owner check on the per-packet path is one relaxed load and a compare, no lock (unlike
+    /// `g_main_context_is_owner`, which takes the context's mutex).
+    private let ownerThread = Atomic<UInt>(0)
 
     private struct Lifecycle: ~Copyable {
         var thread: pthread_t?
@@ -39,6 +46,7 @@ final class GLibEventLoop: @unchecked Sendable {
         context = g_main_context_new()
         loop = g_main_loop_new(context, 0)
         afterExitQueue = DispatchQueue(label: "\(name).closed")
+        afterExitQueue.setSpecific(key: afterExitKey, value: true)
         let start = Unmanaged.passRetained(ThreadStart(loop: self)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, glibLoopThreadMain, start)
@@ -62,6 +70,13 @@ final class GLibEventLoop: @unchecked Sendable {
 
     /// True when called on the loop thread while it iterates the context.
     var isCurrentThread: Bool { g_main_context_is_owner(context) != 0 }
+
+    /// True when called from work the loop runs: on its thread (at any point of its life, also
+    /// while it drains after shutdown), or on the serial queue that takes its work after it
+    /// exited. Lock-free, for checks on the per-packet path.
+    @usableFromInline var isOwner: Bool {
+        pthread_self() == ownerThread.load(ordering: .relaxed) || DispatchQueue.getSpecific(key: afterExitKey) == true
+    }
 
     /// Runs `body` on the loop thread at its next iteration, never inline (unlike
     /// `g_main_context_invoke`, which calls directly when already on the owning thread and would
@@ -167,6 +182,7 @@ final class GLibEventLoop: @unchecked Sendable {
 
     /// The thread's body, after the start box has been unwrapped.
     fileprivate func run() {
+        ownerThread.store(pthread_self(), ordering: .relaxed)
         g_main_context_push_thread_default(context)
         g_main_loop_run(loop)
         // Dispatch sources attached before shutdown (including libnice's own final callbacks)
@@ -182,6 +198,8 @@ final class GLibEventLoop: @unchecked Sendable {
             for body in work { body() }
         }
         g_main_context_pop_thread_default(context)
+        // A thread id may be reused once this thread is joined: later work runs on the queue.
+        ownerThread.store(0, ordering: .relaxed)
         let waiters = lifecycle.withLock { state in
             defer { state.exitWaiters.removeAll() }
             return state.exitWaiters

@@ -66,8 +66,15 @@ public enum MediaTransportState: Sendable, Hashable, CustomStringConvertible {
 ///
 /// Inbound work runs synchronously on the ICE agent's loop thread as each datagram arrives: the
 /// datagram is classified (RFC 7983), handed to DTLS during the handshake, or SRTP-unprotected in
-/// place and passed to ``onRTP``/``onRTCP``. That keeps the per-packet path free of task hops.
-/// Outbound packets are protected and sent from whatever thread calls ``sendRTP(_:)``.
+/// place and passed to the handlers set with ``setHandlers(rtp:rtcp:)``. What that path uses per
+/// packet (the inbound SRTP context, the handlers, the receive counters) is owned by the loop
+/// thread (a `ConclaveICE.LoopBound`), so a received packet takes no lock and no task hop here.
+///
+/// Outbound packets are protected and sent from whatever thread calls ``sendRTP(_:)``: the
+/// senders' tasks, and the loop for RTCP. The outbound SRTP context and the send counters are
+/// therefore behind one lock, taken once per packet sent; posting each packet to the loop instead
+/// would cost a thread wake-up per packet, far more than an uncontended lock (`bench/transport`
+/// measures both).
 public final class MediaTransport: Sendable {
     /// Settings for one transport.
     public struct Configuration: Sendable {
@@ -120,14 +127,13 @@ public final class MediaTransport: Sendable {
     private let stateSignal = ChangeSignal()
     private let logger: Logger
 
+    /// Negotiation and connection state: reached from tasks, the ICE state stream and (for DTLS
+    /// records, during the handshake only) the loop thread; never per media packet.
     private struct Inner {
         var dtls: DTLSTransport?
-        var inbound: SRTPSession?
-        var outbound: SRTPSession?
+        /// SRTP keys are installed (they survive an ICE restart).
+        var keyed = false
         var state: MediaTransportState = .new
-        var counters = Counters()
-        var onRTP: (@Sendable ([UInt8]) -> Void)?
-        var onRTCP: (@Sendable ([UInt8]) -> Void)?
         /// Set by the one caller that starts the handshake (ICE "connected" and "ready", and
         /// `start(remote:)`, can all try from different threads).
         var handshakeStarted = false
@@ -142,7 +148,26 @@ public final class MediaTransport: Sendable {
         var heldEndOfCandidates = false
     }
 
+    /// What each received packet uses, owned by the ICE loop thread.
+    private struct ReceivePath {
+        /// Made on the loop thread when the DTLS handshake ends, used only there.
+        var inbound: SRTPContext?
+        var onRTP: (@Sendable ([UInt8]) -> Void)?
+        var onRTCP: (@Sendable ([UInt8]) -> Void)?
+        /// Only the receive fields are kept here; the send fields are in `SendPath`.
+        var counters = Counters()
+    }
+
+    /// What each sent packet uses, shared by every sending thread.
+    private struct SendPath {
+        var outbound: SRTPContext?
+        /// Only the send fields are kept here; the receive fields are in `ReceivePath`.
+        var counters = Counters()
+    }
+
     private let inner = Mutex(Inner())
+    private let receivePath: LoopBound<ReceivePath>
+    private let sendPath = Mutex(SendPath())
     private let timers = Mutex<[Task<Void, Never>]>([])
 
     /// Creates the transport and its ICE agent (`controlling` when we send the offer).
@@ -168,6 +193,7 @@ public final class MediaTransport: Sendable {
             logger: logger,
             datagramHandler: { datagram in box.value?.receive(datagram) }
         )
+        receivePath = LoopBound(ReceivePath(), on: ice)
         box.value = self
         let ice = self.ice
         track(
@@ -181,11 +207,13 @@ public final class MediaTransport: Sendable {
 
     /// Sets where decrypted RTP and RTCP go. Called on the ICE loop thread with one packet each,
     /// unprotected in place in the array that carries it on (one copy of the datagram in all).
+    /// Posted to the loop: it takes effect before any packet the loop handles after it (packets
+    /// flow only once DTLS, started later, has keyed SRTP).
     public func setHandlers(
         rtp: @escaping @Sendable ([UInt8]) -> Void,
         rtcp: @escaping @Sendable ([UInt8]) -> Void
     ) {
-        inner.withLock {
+        receivePath.execute {
             $0.onRTP = rtp
             $0.onRTCP = rtcp
         }
@@ -359,8 +387,18 @@ public final class MediaTransport: Sendable {
         send(packet, rtcp: true)
     }
 
-    /// The counters so far.
-    public var counters: Counters { inner.withLock { $0.counters } }
+    /// The counters so far. The receive counters belong to the ICE loop thread, so reading them
+    /// is one hop there and back.
+    public var counters: Counters {
+        get async {
+            let received = await receivePath.run { $0.counters }
+            var counters = sendPath.withLock { $0.counters }
+            counters.rtpReceived = received.rtpReceived
+            counters.rtcpReceived = received.rtcpReceived
+            counters.unprotectFailures = received.unprotectFailures
+            return counters
+        }
+    }
 
     /// The current state.
     public var state: MediaTransportState { inner.withLock { $0.state } }
@@ -388,9 +426,11 @@ public final class MediaTransport: Sendable {
     public func close() async {
         let dtls = inner.withLock { inner -> DTLSTransport? in
             inner.state = .closed
-            inner.onRTP = nil
-            inner.onRTCP = nil
             return inner.dtls
+        }
+        receivePath.execute {
+            $0.onRTP = nil
+            $0.onRTCP = nil
         }
         dtls?.close()
         for task in timers.withLock({ $0 }) { task.cancel() }
@@ -402,26 +442,44 @@ public final class MediaTransport: Sendable {
 
     // MARK: Internals
 
+    /// What the send lock's one acquisition found for a packet.
+    private enum Protection {
+        /// No SRTP keys yet: nothing can be sent.
+        case notKeyed
+        case failed(SRTPError)
+        /// Protected in place and counted as sent.
+        case protected
+    }
+
+    /// Protects under the send lock (libsrtp's context is not thread-safe), counting the packet
+    /// as sent in the same acquisition, and sends outside it; a datagram ICE refuses (no pair
+    /// selected yet) is moved to the failures, a second acquisition on that rare path only.
     private func send(_ packet: [UInt8], rtcp: Bool) {
-        guard let session = inner.withLock({ $0.outbound }) else { return }
         var buffer = packet
-        buffer.reserveCapacity(packet.count + SRTPSession.trailerCapacity)
-        do {
-            if rtcp { try session.protectRTCP(&buffer) } else { try session.protect(&buffer) }
-        } catch {
-            inner.withLock { $0.counters.sendFailures += 1 }
+        // Outside the lock: the one allocation, the copy with room for the SRTP trailer.
+        buffer.reserveCapacity(packet.count + SRTPContext.trailerCapacity)
+        let protection = sendPath.withLock { path -> Protection in
+            guard let outbound = path.outbound else { return .notKeyed }
+            do throws(SRTPError) {
+                if rtcp { try outbound.protectRTCP(&buffer) } else { try outbound.protect(&buffer) }
+            } catch {
+                path.counters.sendFailures += 1
+                return .failed(error)
+            }
+            if rtcp { path.counters.rtcpSent += 1 } else { path.counters.rtpSent += 1 }
+            return .protected
+        }
+        switch protection {
+        case .notKeyed: return
+        case .failed(let error):
             logger.debug("SRTP protect failed", metadata: ["error": "\(error)"])
             return
+        case .protected: break
         }
-        let sent = ice.send(buffer)
-        inner.withLock {
-            if !sent {
-                $0.counters.sendFailures += 1
-            } else if rtcp {
-                $0.counters.rtcpSent += 1
-            } else {
-                $0.counters.rtpSent += 1
-            }
+        guard !ice.send(buffer) else { return }
+        sendPath.withLock { path in
+            if rtcp { path.counters.rtcpSent -= 1 } else { path.counters.rtpSent -= 1 }
+            path.counters.sendFailures += 1
         }
     }
 
@@ -431,7 +489,7 @@ public final class MediaTransport: Sendable {
         case .connecting: setState(.connecting, onlyFrom: [.new])
         case .connected, .ready:
             // After an ICE restart the DTLS session and SRTP keys are still in place.
-            let keyed = inner.withLock { $0.inbound != nil && $0.state == .connecting }
+            let keyed = inner.withLock { $0.keyed && $0.state == .connecting }
             if keyed { setState(.connected, onlyFrom: [.connecting]) } else { beginHandshake() }
         case .failed: setState(.failed(.iceFailed), onlyFrom: nil)
         default: break
@@ -499,45 +557,47 @@ public final class MediaTransport: Sendable {
         }
     }
 
+    /// Unprotects one SRTP or SRTCP packet with the loop's own context and counts it, without a
+    /// lock; the handler is called after the loop-bound state is released, so that it may post
+    /// to or read other loop-bound state.
     private func receiveSRTP(_ datagram: UnsafeRawBufferPointer, isRTCP: Bool) {
-        // One lock per packet: the packet is counted as received when the session is read, and
-        // moved to the failures in the rare case that it does not unprotect.
-        let (session, rtpHandler, rtcpHandler) = inner.withLock { inner in
-            if inner.inbound != nil {
-                if isRTCP { inner.counters.rtcpReceived += 1 } else { inner.counters.rtpReceived += 1 }
+        let delivery = receivePath.withValue { path -> ([UInt8], @Sendable ([UInt8]) -> Void)? in
+            guard let inbound = path.inbound else { return nil }
+            var packet = Array(datagram)
+            do throws(SRTPError) {
+                // In place: the packet shrinks to the plain RTP or RTCP.
+                if isRTCP { try inbound.unprotectRTCP(&packet) } else { try inbound.unprotect(&packet) }
+            } catch {
+                path.counters.unprotectFailures += 1
+                return nil
             }
-            return (inner.inbound, inner.onRTP, inner.onRTCP)
+            if isRTCP { path.counters.rtcpReceived += 1 } else { path.counters.rtpReceived += 1 }
+            guard let handler = isRTCP ? path.onRTCP : path.onRTP else { return nil }
+            return (packet, handler)
         }
-        guard let session else { return }
-        var packet = Array(datagram)
-        do {
-            let length = try packet.withUnsafeMutableBytes { buffer in
-                isRTCP
-                    ? try session.unprotectRTCP(buffer, length: datagram.count)
-                    : try session.unprotect(buffer, length: datagram.count)
-            }
-            packet.removeLast(packet.count - length)
-            if isRTCP { rtcpHandler?(packet) } else { rtpHandler?(packet) }
-        } catch {
-            inner.withLock { inner in
-                if isRTCP { inner.counters.rtcpReceived -= 1 } else { inner.counters.rtpReceived -= 1 }
-                inner.counters.unprotectFailures += 1
-            }
-        }
+        if let (packet, handler) = delivery { handler(packet) }
     }
 
+    /// Called on the loop thread, where the DTLS record that ended the handshake was handled: the
+    /// inbound context stays on the loop, the outbound one goes behind the send lock.
     private func installKeys(_ keys: SRTPKeyingMaterial) {
         guard let profile = SRTPProfile(rawValue: keys.profile.rawValue) else {
             setState(.failed(.unsupportedSRTPProfile("\(keys.profile)")), onlyFrom: nil)
             return
         }
-        do {
-            let inbound = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: keys.remoteKeyAndSalt)
-            let outbound = try SRTPSession(profile: profile, direction: .outbound, keyAndSalt: keys.localKeyAndSalt)
-            inner.withLock {
-                $0.inbound = inbound
-                $0.outbound = outbound
+        do throws(SRTPError) {
+            let inbound = try SRTPContext(profile: profile, direction: .inbound, keyAndSalt: keys.remoteKeyAndSalt)
+            // Made inside the lock it goes behind: a context is not Sendable, so it cannot be
+            // handed to the lock from outside.
+            try sendPath.withLock { path throws(SRTPError) in
+                path.outbound = try SRTPContext(
+                    profile: profile,
+                    direction: .outbound,
+                    keyAndSalt: keys.localKeyAndSalt
+                )
             }
+            receivePath.withValue { $0.inbound = inbound }
+            inner.withLock { $0.keyed = true }
             logger.debug("DTLS-SRTP connected", metadata: ["profile": "\(profile)"])
             setState(.connected, onlyFrom: nil)
         } catch {

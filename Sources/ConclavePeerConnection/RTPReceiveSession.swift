@@ -1,7 +1,7 @@
 import ConclaveCore
+import ConclaveICE
 import ConclaveRTP
 import ConclaveSDP
-import Synchronization
 
 /// The receive side of RTP on one PeerConnection: each packet routed to its stream (by SSRC,
 /// else by the mid header extension, with ``RTPStreamRouter``), reordered and depacketized by the
@@ -13,9 +13,10 @@ import Synchronization
 /// generic parameter, so that the per-packet path is compiled for it (a generic class from
 /// another module runs unspecialized).
 ///
-/// Packets, the jitter-buffer timer and receiver reports all run on the ICE loop thread; the
-/// streams are behind one lock, taken once per packet, because negotiation (a task), keyframe
-/// requests (a recorder thread) and statistics (a status task) reach them from other threads.
+/// Packets, the jitter-buffer timer and receiver reports all run on the ICE loop thread, which
+/// owns the streams (a `ConclaveICE.LoopBound`): a received packet takes no lock. Negotiation
+/// (a task), keyframe requests (a recorder thread) and statistics (a status task) post their
+/// work to the loop and await it, one hop each, none of them per packet.
 public final class RTPReceiveSession: Sendable {
     /// Who sends a stream: an id (a VideoRoom feed) and the stream's mid at the sender. Two
     /// sources are the same sender when their ids are: a sender's mid described anew does not
@@ -85,7 +86,7 @@ public final class RTPReceiveSession: Sendable {
 
     /// Our SSRC in RTCP feedback and receiver reports.
     public let localSSRC = UInt32.random(in: 1...UInt32.max)
-    private let state = Mutex(State())
+    private let state: LoopBound<State>
     private let transport: MediaTransport
     private let onFrame: @Sendable (Frame) -> Void
     private let onSenderReport: @Sendable (SenderReport) -> Void
@@ -101,6 +102,7 @@ public final class RTPReceiveSession: Sendable {
         self.transport = transport
         self.onFrame = onFrame
         self.onSenderReport = onSenderReport
+        state = LoopBound(State(), on: transport.ice)
         transport.setHandlers(
             rtp: { [weak self] packet in self?.receiveRTP(packet) },
             rtcp: { [weak self] packet in self?.receiveRTCP(packet) }
@@ -110,9 +112,13 @@ public final class RTPReceiveSession: Sendable {
 
     /// Sets the streams after a negotiation. A stream whose codec, SSRC and source did not change
     /// keeps its jitter buffer (and so its state); the others start afresh. `source` names the
-    /// sender of a negotiated stream, given the source it had before, if any.
-    public func configure(_ media: [NegotiatedMedia], source: (NegotiatedMedia, Source?) -> Source) {
-        state.withLock { state in
+    /// sender of a negotiated stream, given the source it had before, if any; it runs on the ICE
+    /// loop thread, which this awaits.
+    public func configure(
+        _ media: [NegotiatedMedia],
+        source: @escaping @Sendable (NegotiatedMedia, Source?) -> Source
+    ) async {
+        await state.run { state in
             var kept: [String: Stream] = [:]
             for media in media {
                 let existing = state.streams[media.mid]
@@ -144,71 +150,85 @@ public final class RTPReceiveSession: Sendable {
         }
     }
 
-    /// Receive statistics per mid.
+    /// Receive statistics per mid, read on the ICE loop thread.
     public var statistics: [String: ReceiveStatistics] {
-        state.withLock { $0.streams.mapValues { $0.buffer.statistics } }
+        get async { await state.run { $0.streams.mapValues { $0.buffer.statistics } } }
     }
 
     /// Asks the sender of every video stream of `source` for a keyframe: an RTCP PLI (or FIR,
-    /// when that is how the stream's jitter buffer asks), sent at once; returns whether one went
-    /// out. Throttled per stream at the jitter buffer's `keyframeRequestInterval`. Callable from
-    /// any thread; it takes the lock briefly and never waits on the network.
+    /// when that is how the stream's jitter buffer asks), sent at once from the ICE loop thread;
+    /// returns whether one went out. Throttled per stream at the jitter buffer's
+    /// `keyframeRequestInterval`. Callable from any task; it waits for the loop (one hop), never
+    /// for the network.
     @discardableResult
-    public func requestKeyframe(from source: Source) -> Bool {
-        let now = MediaClock.now()
+    public func requestKeyframe(from source: Source) async -> Bool {
         let localSSRC = self.localSSRC
-        let packets = state.withLock { state -> [[UInt8]] in
-            var packets: [[UInt8]] = []
-            for mid in Array(state.streams.keys) {
-                // Fields only, never the whole stream: a copy of it alive across the mutations
-                // below would copy its jitter buffer's storage.
-                guard state.streams[mid]?.source == source, state.streams[mid]?.media.kind == .video,
-                    let mediaSSRC = state.streams[mid]?.ssrc,
-                    let configuration = state.streams[mid]?.buffer.configuration
-                else { continue }
-                if let last = state.streams[mid]?.lastRequestedKeyframe,
-                    now.since(last) < configuration.keyframeRequestInterval
-                {
-                    continue
-                }
-                let request: RTCPPacket
-                switch configuration.keyframeRequestMethod {
-                case .none: continue
-                case .pli: request = .pictureLossIndication(.init(senderSSRC: localSSRC, mediaSSRC: mediaSSRC))
-                case .fir:
-                    state.streams[mid]?.firSequence &+= 1
-                    let sequence = state.streams[mid]?.firSequence ?? 0
-                    request = .fullIntraRequest(
-                        .init(senderSSRC: localSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: sequence)])
-                    )
-                }
-                state.streams[mid]?.lastRequestedKeyframe = now
-                // Led by a receiver report with a block about the stream, as the jitter buffer's
-                // own feedback is (`JitterBufferOutput.feedbackPackets`): Janus finds the stream a
-                // compound packet is about from that block, not from the PLI or FIR.
-                var block =
-                    state.streams[mid]?.buffer.makeReportBlock(now: now)
-                    ?? .nothingReceived(ssrc: mediaSSRC)
-                block.ssrc = mediaSSRC
-                let feedback: [RTCPPacket] = [
-                    .receiverReport(RTCPReceiverReport(ssrc: localSSRC, reports: [block])), request,
-                ]
-                packets.append(RTCPCompound.serialize(feedback))
-            }
-            return packets
+        let transport = self.transport
+        return await state.run { state in
+            let packets = Self.keyframeRequests(from: source, localSSRC: localSSRC, now: MediaClock.now(), in: &state)
+            for packet in packets { transport.sendRTCP(packet) }
+            return !packets.isEmpty
         }
-        for packet in packets { transport.sendRTCP(packet) }
-        return !packets.isEmpty
+    }
+
+    /// The RTCP feedback that asks for a keyframe of each video stream of `source`, led by a
+    /// receiver report (see `requestKeyframe(from:)`); notes each request for the throttle.
+    private static func keyframeRequests(
+        from source: Source,
+        localSSRC: UInt32,
+        now: MonotonicTime,
+        in state: inout State
+    ) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        for mid in Array(state.streams.keys) {
+            // Fields only, never the whole stream: a copy of it alive across the mutations
+            // below would copy its jitter buffer's storage.
+            guard state.streams[mid]?.source == source, state.streams[mid]?.media.kind == .video,
+                let mediaSSRC = state.streams[mid]?.ssrc,
+                let configuration = state.streams[mid]?.buffer.configuration
+            else { continue }
+            if let last = state.streams[mid]?.lastRequestedKeyframe,
+                now.since(last) < configuration.keyframeRequestInterval
+            {
+                continue
+            }
+            let request: RTCPPacket
+            switch configuration.keyframeRequestMethod {
+            case .none: continue
+            case .pli: request = .pictureLossIndication(.init(senderSSRC: localSSRC, mediaSSRC: mediaSSRC))
+            case .fir:
+                state.streams[mid]?.firSequence &+= 1
+                let sequence = state.streams[mid]?.firSequence ?? 0
+                request = .fullIntraRequest(
+                    .init(senderSSRC: localSSRC, entries: [.init(ssrc: mediaSSRC, sequenceNumber: sequence)])
+                )
+            }
+            state.streams[mid]?.lastRequestedKeyframe = now
+            // Led by a receiver report with a block about the stream, as the jitter buffer's
+            // own feedback is (`JitterBufferOutput.feedbackPackets`): Janus finds the stream a
+            // compound packet is about from that block, not from the PLI or FIR.
+            var block =
+                state.streams[mid]?.buffer.makeReportBlock(now: now)
+                ?? .nothingReceived(ssrc: mediaSSRC)
+            block.ssrc = mediaSSRC
+            let feedback: [RTCPPacket] = [
+                .receiverReport(RTCPReceiverReport(ssrc: localSSRC, reports: [block])), request,
+            ]
+            packets.append(RTCPCompound.serialize(feedback))
+        }
+        return packets
     }
 
     // MARK: Receive path (ICE loop thread)
 
-    private func receiveRTP(_ bytes: [UInt8]) {
+    /// One plain RTP packet, on the ICE loop thread (internal for tests, which feed packets
+    /// without SRTP).
+    func receiveRTP(_ bytes: [UInt8]) {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MediaClock.now()
         var timer: (generation: UInt64, deadline: MonotonicTime)?
         let localSSRC = self.localSSRC
-        let (frames, feedback) = state.withLock { state -> ([Frame], [[UInt8]]) in
+        let (frames, feedback) = state.withValue { state -> ([Frame], [[UInt8]]) in
             guard let mid = state.router.route(packet), state.streams[mid]?.media.payloadType == packet.payloadType
             else {
                 state.unknownPackets += 1
@@ -232,7 +252,7 @@ public final class RTPReceiveSession: Sendable {
         guard let packets = try? RTCPCompound.parse(bytes) else { return }
         let now = MediaClock.now()
         for case .senderReport(let report) in packets {
-            let target = state.withLock { state -> (String, Source)? in
+            let target = state.withValue { state -> (String, Source)? in
                 // Sender reports come once a second per stream: a scan of the streams is cheap.
                 guard let mid = state.streams.first(where: { $0.value.ssrc == report.ssrc })?.key,
                     let source = state.streams[mid]?.source
@@ -277,7 +297,7 @@ public final class RTPReceiveSession: Sendable {
     private func sendReceiverReports() {
         let now = MediaClock.now()
         let localSSRC = self.localSSRC
-        let report = state.withLock { state -> [UInt8]? in
+        let report = state.withValue { state -> [UInt8]? in
             var blocks: [RTCPReportBlock] = []
             // Over a copy of the keys: iterating the dictionary's own key view keeps a second
             // reference to its storage, so the first mutation below would copy the whole
@@ -329,7 +349,7 @@ public final class RTPReceiveSession: Sendable {
         let now = MediaClock.now()
         let localSSRC = self.localSSRC
         var next: (generation: UInt64, deadline: MonotonicTime)?
-        let (frames, feedback) = state.withLock { state -> ([Frame], [[UInt8]]) in
+        let (frames, feedback) = state.withValue { state -> ([Frame], [[UInt8]]) in
             guard state.timerGeneration == generation else { return ([], []) }
             state.timerDeadline = nil
             var frames: [Frame] = []

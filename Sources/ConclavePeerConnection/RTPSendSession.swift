@@ -8,8 +8,10 @@ import Synchronization
 /// sent; RTCP feedback from the receiver answered; a sender report per track every second.
 ///
 /// Frames come from the senders' tasks and RTCP from the ICE loop thread, so the tracks are
-/// behind one lock, taken once per frame and once per RTCP packet. Sender reports run on a timer
-/// of the ICE loop, the loop that runs the transport's other timers.
+/// behind one lock, taken once per frame and once per RTCP packet. Unlike the receive side, the
+/// tracks are not bound to the loop: posting each frame there would wake the loop thread once per
+/// frame, which costs far more than an uncontended lock (`bench/transport` prints both). Sender
+/// reports run on a timer of the ICE loop, the loop that runs the transport's other timers.
 public final class RTPSendSession: Sendable {
     /// What the receiver asked for in one RTCP compound packet (NACKs are answered inside).
     public struct Feedback: Sendable, Hashable {

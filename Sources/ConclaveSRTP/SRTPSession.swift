@@ -1,88 +1,34 @@
-internal import CSRTP
-internal import CSRTPShims
 import Synchronization
 
-/// `srtp_init` must run exactly once per process before any session is created; a global's
-/// initializer runs once, thread-safely, on first use.
-private let libraryStatus: UInt32 = srtp_init().rawValue
-
-/// One direction of SRTP for one DTLS-SRTP association: protects what we send, or verifies and
-/// decrypts what we receive, for every SSRC (`ssrc_any_outbound` / `ssrc_any_inbound`).
+/// One direction of SRTP for one DTLS-SRTP association, shared between threads: an
+/// ``SRTPContext`` behind a lock, because a libsrtp context is not thread-safe. The outbound
+/// direction is one, since frames are sent from the senders' tasks and RTCP from the ICE loop;
+/// the lock is uncontended while one thread sends at a time. A direction used on one thread only
+/// (the inbound one, on the ICE loop) takes an ``SRTPContext`` directly and no lock.
 ///
 /// Packets are transformed in place in the caller's buffer, so the hot path allocates nothing.
-/// Calls are serialized by an internal lock because a libsrtp context is not thread-safe; the
-/// lock is uncontended when one task owns each direction, as intended.
 public final class SRTPSession: Sendable {
     /// Which way packets flow through this session.
-    public enum Direction: Sendable {
-        /// Packets we send: `protect` and `protectRTCP`.
-        case outbound
-        /// Packets we receive: `unprotect` and `unprotectRTCP`, with replay protection.
-        case inbound
-    }
+    public typealias Direction = SRTPContext.Direction
 
-    /// Room a buffer must have after the packet for `protect` (libsrtp may write up to
-    /// `SRTP_MAX_TRAILER_LEN` bytes past the packet, even if the actual tag is shorter).
-    public static let trailerCapacity = Int(cshim_SRTP_MAX_TRAILER_LEN)
+    /// Room a buffer must have after the packet for `protect` (see ``SRTPContext/trailerCapacity``).
+    public static let trailerCapacity = SRTPContext.trailerCapacity
 
-    /// Size of the replay window, in packets (the largest libsrtp 2 supports is 32768; 1024 is
-    /// what browsers use and covers NACK retransmissions arriving late).
-    public static let replayWindow = 1024
+    /// Size of the replay window, in packets (see ``SRTPContext/replayWindow``).
+    public static let replayWindow = SRTPContext.replayWindow
 
     public let profile: SRTPProfile
     public let direction: Direction
     /// The libsrtp context, only used while holding the lock.
-    private let context: Mutex<Context>
+    private let context: Mutex<SRTPContext>
 
-    /// Wraps the `srtp_t` handle so it can live in a `Mutex`.
-    private struct Context: ~Copyable {
-        let handle: OpaquePointer
-        deinit { srtp_dealloc(handle) }
-    }
-
-    /// Creates a session from a master key followed by its master salt, as laid out by
-    /// `SRTPKeyingMaterial` in ConclaveOpenSSL (key ‖ salt, RFC 5764 section 4.2).
+    /// Creates a session from a master key followed by its master salt (see
+    /// ``SRTPContext/init(profile:direction:keyAndSalt:)``).
     public init(profile: SRTPProfile, direction: Direction, keyAndSalt: [UInt8]) throws(SRTPError) {
-        guard libraryStatus == srtp_err_status_ok.rawValue else {
-            throw SRTPError(operation: "srtp_init", code: .other(status: Int32(bitPattern: libraryStatus)))
-        }
-        let expected = profile.masterKeyLength + profile.masterSaltLength
-        guard keyAndSalt.count == expected else {
-            throw SRTPError(
-                operation: "srtp_create",
-                code: .wrongKeyLength(expected: expected, actual: keyAndSalt.count)
-            )
-        }
-        var policy = srtp_policy_t()
-        switch profile {
-        case .aes128CMHMACSHA1_80:
-            srtp_crypto_policy_set_rtp_default(&policy.rtp)
-            srtp_crypto_policy_set_rtcp_default(&policy.rtcp)
-        case .aeadAES128GCM:
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp)
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp)
-        }
-        policy.ssrc.type = direction == .outbound ? ssrc_any_outbound : ssrc_any_inbound
-        policy.window_size = UInt(Self.replayWindow)
-        // Outbound only: answering a NACK without RTX resends the identical packet.
-        policy.allow_repeat_tx = direction == .outbound ? 1 : 0
-        policy.next = nil
-
-        var key = keyAndSalt
-        var created: srtp_t?
-        // libsrtp copies the key during srtp_create, so the pointer only has to live for the call.
-        let status = key.withUnsafeMutableBufferPointer { buffer in
-            policy.key = buffer.baseAddress
-            return srtp_create(&created, &policy)
-        }
-        // Do not leave a copy of the key in memory longer than needed.
-        for index in key.indices { key[index] = 0 }
-        guard status == srtp_err_status_ok, let created else {
-            throw SRTPError(operation: "srtp_create", status: status)
-        }
+        let context = try SRTPContext(profile: profile, direction: direction, keyAndSalt: keyAndSalt)
         self.profile = profile
         self.direction = direction
-        self.context = Mutex(Context(handle: created))
+        self.context = Mutex(context)
     }
 
     // MARK: In place on a caller buffer (hot path)
@@ -92,131 +38,68 @@ public final class SRTPSession: Sendable {
     /// - Returns: the length of the SRTP packet (longer by the profile's RTP trailer).
     /// - Throws: `bufferTooSmall` unless `buffer.count >= length + trailerCapacity`.
     public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try transform(buffer, length: length, operation: .protectRTP)
+        let (address, count) = Self.crossing(buffer)
+        return try context.withLock { context throws(SRTPError) in
+            try context.protect(Self.buffer(at: address, count: count), length: length)
+        }
     }
 
     /// Verifies and decrypts the SRTP packet in the first `length` bytes of `buffer`, in place.
     ///
     /// - Returns: the length of the plain RTP packet.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try transform(buffer, length: length, operation: .unprotectRTP)
+        let (address, count) = Self.crossing(buffer)
+        return try context.withLock { context throws(SRTPError) in
+            try context.unprotect(Self.buffer(at: address, count: count), length: length)
+        }
     }
 
     /// Encrypts and authenticates the RTCP (compound) packet in place; see `protect`.
     public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try transform(buffer, length: length, operation: .protectRTCP)
+        let (address, count) = Self.crossing(buffer)
+        return try context.withLock { context throws(SRTPError) in
+            try context.protectRTCP(Self.buffer(at: address, count: count), length: length)
+        }
     }
 
     /// Verifies and decrypts the SRTCP packet in place; see `unprotect`.
     public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws(SRTPError) -> Int {
-        try transform(buffer, length: length, operation: .unprotectRTCP)
+        let (address, count) = Self.crossing(buffer)
+        return try context.withLock { context throws(SRTPError) in
+            try context.unprotectRTCP(Self.buffer(at: address, count: count), length: length)
+        }
+    }
+
+    /// Raw pointers are not `Sendable`, and region checking keeps the locked context apart from
+    /// them; the buffer stays borrowed by the synchronous call, so its address crosses into the
+    /// lock's closure as an integer.
+    private static func crossing(_ buffer: UnsafeMutableRawBufferPointer) -> (address: UInt, count: Int) {
+        (UInt(bitPattern: buffer.baseAddress), buffer.count)
+    }
+
+    private static func buffer(at address: UInt, count: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(bitPattern: address), count: count)
     }
 
     // MARK: Arrays (convenience; allocation only when the array lacks capacity)
 
     /// Protects the RTP packet held in `packet`, replacing it with the SRTP packet.
     public func protect(_ packet: inout [UInt8]) throws(SRTPError) {
-        try withGrownArray(&packet) { buffer, length throws(SRTPError) in try protect(buffer, length: length) }
+        try context.withLock { context throws(SRTPError) in try context.protect(&packet) }
     }
 
     /// Unprotects the SRTP packet held in `packet`, replacing it with the RTP packet.
     public func unprotect(_ packet: inout [UInt8]) throws(SRTPError) {
-        try withArray(&packet) { buffer, length throws(SRTPError) in try unprotect(buffer, length: length) }
+        try context.withLock { context throws(SRTPError) in try context.unprotect(&packet) }
     }
 
     /// Protects the RTCP packet held in `packet`, replacing it with the SRTCP packet.
     public func protectRTCP(_ packet: inout [UInt8]) throws(SRTPError) {
-        try withGrownArray(&packet) { buffer, length throws(SRTPError) in try protectRTCP(buffer, length: length) }
+        try context.withLock { context throws(SRTPError) in try context.protectRTCP(&packet) }
     }
 
     /// Unprotects the SRTCP packet held in `packet`, replacing it with the RTCP packet.
     public func unprotectRTCP(_ packet: inout [UInt8]) throws(SRTPError) {
-        try withArray(&packet) { buffer, length throws(SRTPError) in try unprotectRTCP(buffer, length: length) }
-    }
-
-    // MARK: Internals
-
-    /// The four libsrtp calls, as values so the locked region holds no closure.
-    private enum Operation {
-        case protectRTP, unprotectRTP, protectRTCP, unprotectRTCP
-
-        var name: String {
-            switch self {
-            case .protectRTP: "srtp_protect"
-            case .unprotectRTP: "srtp_unprotect"
-            case .protectRTCP: "srtp_protect_rtcp"
-            case .unprotectRTCP: "srtp_unprotect_rtcp"
-            }
-        }
-        /// Smallest packet worth handing to libsrtp: an RTP fixed header, or an RTCP header plus SSRC.
-        var minimumLength: Int {
-            switch self {
-            case .protectRTP, .unprotectRTP: 12
-            case .protectRTCP, .unprotectRTCP: 8
-            }
-        }
-        var grows: Bool { self == .protectRTP || self == .protectRTCP }
-    }
-
-    private func transform(
-        _ buffer: UnsafeMutableRawBufferPointer,
-        length: Int,
-        operation: Operation
-    ) throws(SRTPError) -> Int {
-        guard length >= operation.minimumLength, length <= buffer.count, let base = buffer.baseAddress else {
-            throw SRTPError(operation: operation.name, code: .packetTooShort(length: length))
-        }
-        if operation.grows, buffer.count - length < Self.trailerCapacity {
-            throw SRTPError(
-                operation: operation.name,
-                code: .bufferTooSmall(needed: length + Self.trailerCapacity, available: buffer.count)
-            )
-        }
-        // Raw pointers are not Sendable; the buffer stays borrowed by this synchronous call, so its
-        // address may cross into the lock's closure as an integer.
-        let address = UInt(bitPattern: base)
-        let (status, newLength) = context.withLock { context -> (srtp_err_status_t, Int32) in
-            var cLength = Int32(clamping: length)
-            let bytes = UnsafeMutableRawPointer(bitPattern: address)
-            let status =
-                switch operation {
-                case .protectRTP: srtp_protect(context.handle, bytes, &cLength)
-                case .unprotectRTP: srtp_unprotect(context.handle, bytes, &cLength)
-                case .protectRTCP: srtp_protect_rtcp(context.handle, bytes, &cLength)
-                case .unprotectRTCP: srtp_unprotect_rtcp(context.handle, bytes, &cLength)
-                }
-            return (status, cLength)
-        }
-        guard status == srtp_err_status_ok else { throw SRTPError(operation: operation.name, status: status) }
-        return Int(newLength)
-    }
-
-    private func withGrownArray(
-        _ packet: inout [UInt8],
-        _ body: (UnsafeMutableRawBufferPointer, Int) throws(SRTPError) -> Int
-    ) throws(SRTPError) {
-        let length = packet.count
-        packet.append(contentsOf: repeatElement(0, count: Self.trailerCapacity))
-        let result: Result<Int, SRTPError> = packet.withUnsafeMutableBytes { buffer in
-            do throws(SRTPError) { return .success(try body(buffer, length)) } catch { return .failure(error) }
-        }
-        switch result {
-        case .success(let newLength): packet.removeLast(packet.count - newLength)
-        case .failure(let error):
-            packet.removeLast(packet.count - length)
-            throw error
-        }
-    }
-
-    private func withArray(
-        _ packet: inout [UInt8],
-        _ body: (UnsafeMutableRawBufferPointer, Int) throws(SRTPError) -> Int
-    ) throws(SRTPError) {
-        let length = packet.count
-        let result: Result<Int, SRTPError> = packet.withUnsafeMutableBytes { buffer in
-            do throws(SRTPError) { return .success(try body(buffer, length)) } catch { return .failure(error) }
-        }
-        let newLength = try result.get()
-        packet.removeLast(packet.count - newLength)
+        try context.withLock { context throws(SRTPError) in try context.unprotectRTCP(&packet) }
     }
 }

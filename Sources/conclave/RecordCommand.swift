@@ -154,9 +154,12 @@ struct RecordCommand: AsyncParsableCommand {
             logger: logger
         )
         // A recording that misses a keyframe asks the sender for one through the subscriber that
-        // receives it (created after the recording, which it feeds).
+        // receives it (created after the recording, which it feeds). A task per request keeps the
+        // recorder thread from waiting for the receive thread; requests come at most once a
+        // second per feed.
         recording.setKeyframeRequester { [weak subscription] feedID in
-            subscription?.requestKeyframe(feedID: feedID)
+            guard let subscription else { return }
+            Task { await subscription.requestKeyframe(feedID: feedID) }
         }
         // Tests and scripts wait for this line.
         FileHandle.standardOutput.write(Data("recording room \(room) into \(directory)\n".utf8))

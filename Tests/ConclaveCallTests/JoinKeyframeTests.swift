@@ -66,7 +66,7 @@ import Testing
                 for await frame in subscriber.frames where frame.frame.codec == .vp8 { return frame }
                 return nil
             }
-            let video = subscriber.statistics.values.first { $0.packets > 0 }
+            let video = await subscriber.statistics.values.first { $0.packets > 0 }
             #expect(
                 frame != nil,
                 "join \(join): no video frame in 3 s; \(video.map { "\($0.packets) packets, \($0.framesDropped) frames dropped, \($0.pliSent) PLIs" } ?? "no packets")"
@@ -77,7 +77,7 @@ import Testing
                 let picture = try decoder.decode(frame.frame)
                 #expect(picture?.width == 320 && picture?.height == 240, "join \(join): the first frame decodes")
             }
-            pliSent += subscriber.statistics.values.reduce(0) { $0 + $1.pliSent }
+            pliSent += await subscriber.statistics.values.reduce(0) { $0 + $1.pliSent }
             await subscriber.close()
         }
         // Every keyframe request a subscriber sent reached the publisher through Janus (which also

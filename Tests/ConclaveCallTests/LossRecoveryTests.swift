@@ -143,7 +143,7 @@ final class RecordingSource: EncodedFrameSource {
         let measured = Array(sent[head..<(head + measuredFrames)])
         let missingFrames = measured.indices.filter { !receivedSet.contains(measured[$0]) }.map { $0 + head }
         let missingAnywhere = sent.indices.filter { !receivedSet.contains(sent[$0]) }
-        let statistics = try #require(call.subscription.subscriber).statistics.values.first
+        let statistics = try await #require(call.subscription.subscriber).statistics.values.first
         print(
             "5% loss: \(measured.count - missingFrames.count) of \(measured.count) frames; "
                 + "lost \(statistics?.lost ?? -1), NACKed \(statistics?.nackedPackets ?? 0), "
@@ -218,9 +218,9 @@ final class RecordingSource: EncodedFrameSource {
         try await sending
         let total = call.observer.seen.withLock { $0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0 }
         print("ICE restart: media again \(resumed) after the link returned; \(total - atRestart) frames after it")
-        print(
-            "ICE restart counters: publisher \(call.publisher.transport.counters), subscriber \(subscriber.transport.counters)"
-        )
+        let publisherCounters = await call.publisher.transport.counters
+        let subscriberCounters = await subscriber.transport.counters
+        print("ICE restart counters: publisher \(publisherCounters), subscriber \(subscriberCounters)")
 
         #expect(try await call.publisher.transport.ice.localCredentials().ufrag != publisherBefore.ufrag)
         #expect(try await subscriber.transport.ice.localCredentials().ufrag != subscriberBefore.ufrag)

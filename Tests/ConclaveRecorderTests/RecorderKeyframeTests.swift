@@ -469,16 +469,16 @@ struct RecorderKeyframeTests {
         let before = requests.withLock { $0.count }
         let asked = ContinuousClock.now
 
-        #expect(subscription.requestKeyframe(feedID: feed), "a PLI went out")
-        #expect(!subscription.requestKeyframe(feedID: feed), "throttled: a second request at once sends nothing")
-        #expect(!subscription.requestKeyframe(feedID: feed &+ 1), "nothing for a feed not subscribed")
+        #expect(await subscription.requestKeyframe(feedID: feed), "a PLI went out")
+        #expect(await !subscription.requestKeyframe(feedID: feed), "throttled: a second request at once sends nothing")
+        #expect(await !subscription.requestKeyframe(feedID: feed &+ 1), "nothing for a feed not subscribed")
         let reached = await waitUntil(within: .seconds(3)) { requests.withLock { $0.count } > before }
         let arrival = requests.withLock { $0.count > before ? $0[before] : nil }
         #expect(reached, "the request reached Alice through Janus")
         #expect(arrival.map { $0 - asked < .seconds(1) } == true, "within a second")
 
         await subscription.close()
-        #expect(!subscription.requestKeyframe(feedID: feed), "nothing after close")
+        #expect(await !subscription.requestKeyframe(feedID: feed), "nothing after close")
         counting.cancel()
         await listener.leave()
         await publisher.leave()

@@ -1,5 +1,6 @@
 import ConclaveCall
 import ConclaveCore
+import ConclaveICE
 import ConclaveMedia
 import ConclavePeerConnection
 import ConclaveSRTP
@@ -23,6 +24,9 @@ import Synchronization
 //    with plain RTP, so they cost this process nothing. Target: under 1% of a core per feed.
 // 3. SRTP unprotect throughput for 1200-byte packets in both profiles, next to `openssl speed`
 //    for the same cipher on the same machine in the same run.
+// 4. What a sent frame would pay to reach the ICE loop: an uncontended lock (what
+//    `RTPSendSession.send` and `MediaTransport`'s send path take) against posting the work to the
+//    loop (what binding the send side to the loop would take), in CPU per frame.
 
 let environment = ProcessInfo.processInfo.environment
 let joinRuns = Int(environment["BENCH_JOIN_RUNS"] ?? "") ?? 10
@@ -120,7 +124,7 @@ do {
         if let first = observer.counts.withLock({ $0.firstVideo }) {
             samples.append(seconds(first - start) * 1000)
         } else if environment["BENCH_LOG"] != nil {
-            let streams = subscription.subscriber?.statistics ?? [:]
+            let streams = await subscription.subscriber?.statistics ?? [:]
             for (mid, stats) in streams.sorted(by: { $0.key < $1.key }) {
                 report(
                     "no video: mid \(mid) packets \(stats.packets) assembled \(stats.framesAssembled) "
@@ -218,14 +222,16 @@ func opensslMegabytesPerSecond(_ arguments: [String], label: String) throws -> D
 let payload = 1200
 let packetSize = payload + 12
 
-/// Unprotects packets in place through `SRTPSession`'s buffer API, as the receive path does.
-func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
+/// Unprotects packets in place with `SRTPContext`, as the receive path does on the ICE loop
+/// thread (no lock), or with `SRTPSession`, the same context behind a lock, as senders use it.
+func unprotectMegabytesPerSecond(_ profile: SRTPProfile, locked: Bool) throws -> Double {
     var key = [UInt8](repeating: 0, count: profile.masterKeyLength + profile.masterSaltLength)
     for index in key.indices { key[index] = UInt8(truncatingIfNeeded: index * 7 + 3) }
-    let sender = try SRTPSession(profile: profile, direction: .outbound, keyAndSalt: key)
-    let receiver = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: key)
+    let sender = try SRTPContext(profile: profile, direction: .outbound, keyAndSalt: key)
+    let receiver = try SRTPContext(profile: profile, direction: .inbound, keyAndSalt: key)
+    let lockedReceiver = try SRTPSession(profile: profile, direction: .inbound, keyAndSalt: key)
     let batch = 20_000
-    let slot = packetSize + SRTPSession.trailerCapacity
+    let slot = packetSize + SRTPContext.trailerCapacity
     var storage = [UInt8](repeating: 0, count: batch * slot)
     var lengths = [Int](repeating: 0, count: batch)
     var total = 0.0
@@ -248,7 +254,10 @@ func unprotectMegabytesPerSecond(_ profile: SRTPProfile) throws -> Double {
             let start = ContinuousClock.now
             for index in 0..<batch {
                 let packet = UnsafeMutableRawBufferPointer(rebasing: buffer[(index * slot)..<((index + 1) * slot)])
-                lengths[index] = try receiver.unprotect(packet, length: lengths[index])
+                lengths[index] =
+                    locked
+                    ? try lockedReceiver.unprotect(packet, length: lengths[index])
+                    : try receiver.unprotect(packet, length: lengths[index])
             }
             elapsed += ContinuousClock.now - start
         }
@@ -271,7 +280,8 @@ report(
     "SRTP unprotect, \(packetSize)-byte packets (Debian's libsrtp2 does its crypto with NSS, not OpenSSL):"
 )
 for profile in [SRTPProfile.aeadAES128GCM, .aes128CMHMACSHA1_80] {
-    let ours = try unprotectMegabytesPerSecond(profile)
+    let ours = try unprotectMegabytesPerSecond(profile, locked: false)
+    let locked = try unprotectMegabytesPerSecond(profile, locked: true)
     let direct = try libsrtpMegabytesPerSecond(profile)
     let openssl: Double
     let opensslName: String
@@ -290,10 +300,44 @@ for profile in [SRTPProfile.aeadAES128GCM, .aes128CMHMACSHA1_80] {
         openssl = 1 / (1 / ctr + 1 / hmac)
         opensslName = "openssl speed aes-128-ctr + hmac sha1"
     }
-    var line = String(format: "  %@: Conclave %.0f MB/s", "\(profile)", ours)
+    var line = String(format: "  %@: Conclave %.0f MB/s (behind a lock %.0f MB/s)", "\(profile)", ours, locked)
     if let direct {
         line += String(format: "; libsrtp from C %.0f MB/s (ratio %.2f)", direct, ours / direct)
     }
     line += String(format: "; %@ %.0f MB/s (ratio %.2f)", opensslName, openssl, ours / openssl)
     report(line)
+}
+
+// MARK: 4. A sent frame: the send lock against a post to the ICE loop
+
+/// CPU nanoseconds of this process per iteration of `body`, run `count` times.
+func cpuNanoseconds(per count: Int, _ body: () async -> Void) async -> Double {
+    let start = cpuSeconds()
+    await body()
+    return (cpuSeconds() - start) * 1e9 / Double(count)
+}
+
+do {
+    let locks = 10_000_000
+    let lock = Mutex(0)
+    let lockCost = await cpuNanoseconds(per: locks) {
+        for _ in 0..<locks { lock.withLock { $0 += 1 } }
+    }
+    let agent = try ICEAgent(configuration: .init(role: .controlling, localAddresses: ["127.0.0.1"]), logger: logger)
+    let bound = LoopBound(0, on: agent)
+    let posts = 200_000
+    let postCost = await cpuNanoseconds(per: posts) {
+        for _ in 0..<posts { bound.execute { $0 += 1 } }
+        // Posts run in order: the last read sees them all.
+        while await bound.run({ $0 }) < posts {}
+    }
+    await agent.close()
+    report(
+        String(
+            format: "per frame sent: an uncontended lock %.0f ns of CPU; a post to the ICE loop %.0f ns of CPU (%.0fx)",
+            lockCost,
+            postCost,
+            postCost / lockCost
+        )
+    )
 }
