@@ -270,7 +270,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
                 "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
                 "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
-                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder",
+                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder", "RabbitMQTestBed", "STOMPClient",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
