@@ -195,7 +195,10 @@ let package = Package(
 
         .executableTarget(
             name: "bench-signaling",
-            dependencies: ["STOMPClient", "RabbitMQTestBed"],
+            dependencies: [
+                "STOMPClient", "RabbitMQTestBed", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ECallSignaling",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/signaling/Sources"
         ),
         .executableTarget(
