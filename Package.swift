@@ -195,7 +195,10 @@ let package = Package(
 
         .executableTarget(
             name: "bench-signaling",
-            dependencies: ["STOMPClient", "RabbitMQTestBed"],
+            dependencies: [
+                "STOMPClient", "RabbitMQTestBed", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ECallSignaling",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/signaling/Sources"
         ),
         .executableTarget(
@@ -271,7 +274,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
                 "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
                 "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
-                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder",
+                "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder", "RabbitMQTestBed", "STOMPClient",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

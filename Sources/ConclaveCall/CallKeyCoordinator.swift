@@ -18,7 +18,10 @@ import Synchronization
 /// let session = CallSession(configuration: ..., observers: [coordinator.participantObserver], ...)
 /// ```
 /// Everything reaches the lifecycle through one stream, in order, so it sees one input at a time.
-/// Undecodable messages and unknown types are logged in one line and dropped.
+/// Undecodable messages and unknown types are logged in one line and dropped. The channel's
+/// availability goes in too (the host owes a rotation rather than rotating into an outage), and a
+/// channel that fails for good is logged once and kept in ``signalingFailure``; the call's media
+/// goes on under the keys it has.
 public actor CallKeyCoordinator {
     /// A key epoch as this device applied it: when it became (or becomes) current.
     public struct AppliedEpoch: Sendable, Hashable {
@@ -39,6 +42,7 @@ public actor CallKeyCoordinator {
     private var timerDeadline: Date?
     private var applied: [AppliedEpoch] = []
     private var rejections = 0
+    private var failure: (any Error)?
     private let epochApplied: (@Sendable (AppliedEpoch) -> Void)?
 
     /// The observer to give the ``CallSession`` (or ``RoomSubscription``): it turns publishers
@@ -100,7 +104,19 @@ public actor CallKeyCoordinator {
                 await self.process(input)
             }
         }
-        tasks = [reader, loop]
+        let availability = channel.availability
+        let watcher = Task { [weak self] in
+            for await change in availability {
+                switch change {
+                case .up: continuation.yield(.signaling(available: true))
+                case .down: continuation.yield(.signaling(available: false))
+                case .failed(let error):
+                    continuation.yield(.signaling(available: false))
+                    await self?.signalingFailed(error)
+                }
+            }
+        }
+        tasks = [reader, loop, watcher]
         rearmTimer()
     }
 
@@ -122,6 +138,10 @@ public actor CallKeyCoordinator {
     /// How many key messages were rejected (forged, replayed, misaddressed).
     public var rejectedMessages: Int { rejections }
 
+    /// Why the signaling channel failed for good (a `STOMPError` with `.connectRefused` when the
+    /// broker refused this device's credentials), or nil while it works or may come back.
+    public var signalingFailure: (any Error)? { failure }
+
     /// Stops: no more messages, inputs or rotations. Unless `keepHistory`, the key store keeps
     /// only the current and previous epochs of the call.
     public func stop(keepHistory: Bool = false) {
@@ -138,6 +158,11 @@ public actor CallKeyCoordinator {
     }
 
     // MARK: Internals
+
+    private func signalingFailed(_ error: any Error) {
+        failure = error
+        logger.error("call signaling failed for good: \(error); media goes on with the current key")
+    }
 
     private func process(_ input: CallKeyLifecycle.Input) async {
         if case .tick = input { timerDeadline = nil }

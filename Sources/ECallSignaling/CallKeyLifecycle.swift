@@ -20,6 +20,10 @@ import Foundation
 ///   with its current key wrapped for the requesting device itself.
 /// - **Rejoin**: a device without the key asks everyone (`participant_request_rejoin`); any
 ///   participant with the key answers, the first answer to a pending request is used.
+/// - **Signaling outages**: a rotation falling due (or a departure) while the broker is out of
+///   reach is not sent into a queue the others may never read, with the host switching to a key
+///   nobody else has: it is owed, and made ``Configuration/resumeDelay`` after the channel is back,
+///   once the others had time to subscribe again. Meanwhile the current key stays in use.
 /// - **Authenticity**: a key change is accepted only when signed by the device entitled to send
 ///   it (the current host; any roster participant for a rejoin answer) within the replay window,
 ///   and only for a newer epoch. In ECall-compatible mode an unsigned one is also accepted from the
@@ -44,6 +48,9 @@ public struct CallKeyLifecycle {
         /// A scheduled key is applied no later than this after it arrives (ECall keeps a next key
         /// usable for 60 s), whatever the timestamp says.
         public var maximumLead: Double
+        /// How long after signaling comes back a rotation owed from the outage is made: the other
+        /// devices reconnect with their own backoff and must have subscribed again to receive it.
+        public var resumeDelay: Double
 
         public init(
             callId: UInt64,
@@ -53,7 +60,8 @@ public struct CallKeyLifecycle {
             rotateOnLeave: Bool = true,
             ecallCompatible: Bool = false,
             signatureWindow: Double = SignalMessage.defaultSignatureWindow,
-            maximumLead: Double = 60
+            maximumLead: Double = 60,
+            resumeDelay: Double = 2
         ) {
             self.callId = callId
             self.me = me
@@ -63,6 +71,7 @@ public struct CallKeyLifecycle {
             self.ecallCompatible = ecallCompatible
             self.signatureWindow = signatureWindow
             self.maximumLead = maximumLead
+            self.resumeDelay = resumeDelay
         }
     }
 
@@ -80,6 +89,8 @@ public struct CallKeyLifecycle {
         case rejoinNeeded
         /// Time passed (the rotation timer, ``nextDeadline``).
         case tick
+        /// The signaling channel went down (`false`: reconnecting, refused) or is up again (`true`).
+        case signaling(available: Bool)
     }
 
     /// How loud a log line is.
@@ -121,6 +132,10 @@ public struct CallKeyLifecycle {
     private var nextRotation: Date?
     private var awaitingKey = false
     private var awaitingRejoin = false
+    /// Whether the signaling channel is up (it is assumed up until told otherwise).
+    private var signalingAvailable = true
+    /// Why a rotation is owed: it fell due while signaling was down.
+    private var owedRotation: String?
     /// Signed rotations from the device that becomes host once the current host leaves, received
     /// before this device saw the host leave: held until it does, or for ``deferral`` at most.
     private var deferred: [(message: SignalMessage, receivedAt: Date)] = []
@@ -183,7 +198,8 @@ public struct CallKeyLifecycle {
         case .rejoinNeeded: return requestRejoin(now: now)
         case .tick:
             guard isHost, let due = nextRotation, now >= due else { return [] }
-            return rotate(now: now, reason: "rotation period")
+            return rotateOrOwe(now: now, reason: owedRotation ?? "rotation period")
+        case .signaling(let available): return signalingChanged(available, now: now)
         }
     }
 
@@ -199,7 +215,7 @@ public struct CallKeyLifecycle {
             actions += setHost(successor, now: now)
         }
         if isHost && configuration.rotateOnLeave {
-            actions += rotate(now: now, reason: "participant \(userId) left")
+            actions += rotateOrOwe(now: now, reason: "participant \(userId) left")
         }
         let held = deferred
         deferred = []
@@ -244,6 +260,28 @@ public struct CallKeyLifecycle {
             return [.stoppedBeingHost]
         }
         return []
+    }
+
+    // MARK: Signaling outages
+
+    /// Rotates now, or, while signaling is down, owes the rotation until it is back.
+    private mutating func rotateOrOwe(now: Date, reason: String) -> [Action] {
+        guard signalingAvailable else {
+            let first = owedRotation == nil
+            owedRotation = owedRotation ?? reason
+            nextRotation = nil
+            return first ? [.log(.notice, "rotation (\(reason)) postponed: signaling is down")] : []
+        }
+        owedRotation = nil
+        return rotate(now: now, reason: reason)
+    }
+
+    private mutating func signalingChanged(_ available: Bool, now: Date) -> [Action] {
+        guard available != signalingAvailable else { return [] }
+        signalingAvailable = available
+        guard available, isHost, let owed = owedRotation else { return [] }
+        nextRotation = now.addingTimeInterval(configuration.resumeDelay)
+        return [.log(.notice, "signaling is back: the postponed rotation (\(owed)) follows")]
     }
 
     // MARK: Sending keys

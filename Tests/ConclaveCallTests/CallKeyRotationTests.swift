@@ -32,11 +32,15 @@ import Testing
         return logger
     }
 
-    /// Users 1… `count` (device `10 × user + 1`), user 1 hosting, in a new room of `bed`.
+    /// Users 1… `count` (device `10 × user + 1`), user 1 hosting, in a new room of `bed`. Each
+    /// device's channel comes from `channels` (by device id) or else from `hub`; its coordinator logs
+    /// to `loggers[device]` when given.
     static func startCall(
         on bed: JanusTestBed,
         count: Int,
-        hub: InMemorySignalingHub,
+        hub: InMemorySignalingHub? = nil,
+        channels: [UInt64: any SignalingChannel] = [:],
+        loggers: [UInt64: Logger] = [:],
         rotationPeriod: Double,
         folder: URL,
         recordingOf recordedUser: UInt64? = nil,
@@ -88,12 +92,16 @@ import Testing
                 onEpoch = { recording.keyEpochApplied($0.epoch, validFrom: $0.validFrom) }
                 observers.append(recording)
             }
+            let channel: any SignalingChannel = try #require(
+                channels[entry.deviceId] ?? hub?.channel(forDevice: entry.deviceId),
+                "a channel for device \(entry.deviceId)"
+            )
             let coordinator = CallKeyCoordinator(
                 lifecycle: lifecycle,
-                channel: hub.channel(forDevice: entry.deviceId),
+                channel: channel,
                 keyRing: ring,
                 storage: store.calls,
-                logger: logger(),
+                logger: loggers[entry.deviceId] ?? logger(),
                 epochApplied: onEpoch
             )
             let crypto = CallFrameCrypto(

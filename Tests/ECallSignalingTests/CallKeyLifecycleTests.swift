@@ -133,6 +133,36 @@ struct Network {
         #expect(try #require(net.lastKey(21)).1 == 2)
     }
 
+    @Test func aRotationDueWhileSignalingIsDownIsMadeAfterItComesBack() throws {
+        var net = try Network()
+        net.feed(11, .signaling(available: false))
+        net.advance(by: 20)
+        let postponed = net.feed(11, .tick)
+        #expect(net.sends(11, .keyRotation).isEmpty, "nothing is sent into the outage")
+        #expect(net.lastKey(11) == nil, "the host keeps the key everyone has")
+        #expect(
+            postponed.contains { if case .log(.notice, let line) = $0 { line.contains("postponed") } else { false } }
+        )
+        #expect(net.devices[11]?.nextDeadline == nil, "no timer while signaling is down")
+        // A departure during the outage is owed too, and does not make a second rotation.
+        net.feed(11, .participantLeft(userId: 3))
+        #expect(net.sends(11, .keyRotation).isEmpty)
+
+        net.advance(by: 4)
+        net.feed(11, .signaling(available: true))
+        #expect(net.sends(11, .keyRotation).isEmpty, "the others may not have subscribed again yet")
+        #expect(net.devices[11]?.nextDeadline == net.now.addingTimeInterval(2))
+        net.advance(by: 2)
+        net.feed(11, .tick)
+        #expect(net.sends(11, .keyRotation).map(\.1) == [21], "one rotation, not to the departed device")
+        #expect(net.lastKey(21)?.1 == 1 && net.lastKey(11)?.1 == 1)
+        #expect(net.devices[11]?.nextDeadline == net.now.addingTimeInterval(20), "the period restarts")
+        // Up again without an owed rotation: nothing happens.
+        net.feed(11, .signaling(available: false))
+        #expect(net.feed(11, .signaling(available: true)).isEmpty)
+        #expect(net.devices[11]?.nextDeadline == net.now.addingTimeInterval(20))
+    }
+
     @Test func aLeaveRotatesAndTheLeaverGetsNoKey() throws {
         var net = try Network()
         net.advance(by: 3)

@@ -9,6 +9,9 @@ import STOMPClient
 // the same run against the same broker: Debian's python3-stomp doing the same (bench/signaling/
 // baseline.py). python3-stomp has no WebSocket transport, so it speaks plain STOMP over TCP to the
 // broker's rabbitmq_stomp listener on 127.0.0.1; the broker routes both the same way.
+//
+// Then the call key's lifecycle over the same broker (Lifecycle.swift): rotation at 16 participants,
+// emergency redistribution and rejoin by request, with the targets of issue 14.
 
 let sequential = Int(ProcessInfo.processInfo.environment["BENCH_SEQUENTIAL"] ?? "") ?? 2000
 let concurrentTotal = Int(ProcessInfo.processInfo.environment["BENCH_CONCURRENT"] ?? "") ?? 20000
@@ -137,6 +140,9 @@ func benchmark() async throws {
     } else {
         print("baseline client failed: \(text)")
     }
+
+    print("call key lifecycle over the same broker:")
+    try await lifecycleBenchmark(bed)
 }
 
 try await benchmark()
