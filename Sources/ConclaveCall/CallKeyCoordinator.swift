@@ -36,6 +36,11 @@ public actor CallKeyCoordinator {
     private let logger: Logger
     private let inputs: AsyncStream<CallKeyLifecycle.Input>
     private let continuation: AsyncStream<CallKeyLifecycle.Input>.Continuation
+    /// Messages to send, in order, by a task of their own: a send can wait up to the channel's
+    /// own timeout while the broker is away, and the lifecycle must go on meanwhile (a rotation
+    /// from the host still has to be scheduled while our key request waits to go out).
+    private let outbox: AsyncStream<Outgoing>
+    private let outboxContinuation: AsyncStream<Outgoing>.Continuation
     private var crypto: CallFrameCrypto?
     private var tasks: [Task<Void, Never>] = []
     private var timer: Task<Void, Never>?
@@ -76,6 +81,7 @@ public actor CallKeyCoordinator {
         let (inputs, continuation) = AsyncStream.makeStream(of: CallKeyLifecycle.Input.self)
         self.inputs = inputs
         self.continuation = continuation
+        (outbox, outboxContinuation) = AsyncStream.makeStream(of: Outgoing.self)
         participantObserver = ParticipantFeeds(continuation: continuation)
         keyNeededHandler = { continuation.yield(.keyNeeded($0)) }
     }
@@ -116,7 +122,18 @@ public actor CallKeyCoordinator {
                 }
             }
         }
-        tasks = [reader, loop, watcher]
+        let channel = channel
+        let outbox = outbox
+        let sender = Task {
+            for await message in outbox {
+                do {
+                    try await channel.send(message.body, toDevice: message.device)
+                } catch {
+                    logger.warning("could not send \(message.type) to device \(message.device): \(error)")
+                }
+            }
+        }
+        tasks = [reader, loop, watcher, sender]
         rearmTimer()
     }
 
@@ -146,6 +163,7 @@ public actor CallKeyCoordinator {
     /// only the current and previous epochs of the call.
     public func stop(keepHistory: Bool = false) {
         continuation.finish()
+        outboxContinuation.finish()
         for task in tasks { task.cancel() }
         timer?.cancel()
         tasks = []
@@ -164,25 +182,18 @@ public actor CallKeyCoordinator {
         logger.error("call signaling failed for good: \(error); media goes on with the current key")
     }
 
-    private func process(_ input: CallKeyLifecycle.Input) async {
+    private func process(_ input: CallKeyLifecycle.Input) {
         if case .tick = input { timerDeadline = nil }
-        let actions = lifecycle.handle(input, now: Date())
-        perform(actions)
-        for case .send(let message, let device) in actions {
-            do {
-                try await channel.send(message.jsonBody(), toDevice: device)
-            } catch {
-                logger.warning("could not send \(message.type) to device \(device): \(error)")
-            }
-        }
+        perform(lifecycle.handle(input, now: Date()))
         rearmTimer()
     }
 
-    /// Everything but sending, which ``process(_:)`` awaits afterwards.
+    /// Carries out the lifecycle's actions; sends are queued for the sender task, in order.
     private func perform(_ actions: [CallKeyLifecycle.Action]) {
         for action in actions {
             switch action {
-            case .send: continue
+            case .send(let message, let device):
+                outboxContinuation.yield(Outgoing(body: message.jsonBody(), device: device, type: message.type))
             case .install(let key, let epoch):
                 keyRing.install(key, epoch: epoch)
                 record(AppliedEpoch(epoch: epoch, validFrom: Date()))
@@ -214,6 +225,13 @@ public actor CallKeyCoordinator {
                 }
             }
         }
+    }
+
+    /// One message waiting for the sender task.
+    private struct Outgoing: Sendable {
+        var body: String
+        var device: UInt64
+        var type: SignalMessageType
     }
 
     private func record(_ epoch: AppliedEpoch) {

@@ -35,11 +35,13 @@ import Testing
         var lines: Lines
     }
 
-    /// Users 1… `count` (device `10 × user + 1`), user 1 hosting; `keyless` devices start without a key.
+    /// Users 1… `count` (device `10 × user + 1`), user 1 hosting; `keyless` devices start without a
+    /// key; `channels` replaces the hub's channel of some devices.
     static func devices(
         _ count: Int,
         hub: InMemorySignalingHub,
-        keyless: Set<UInt64> = []
+        keyless: Set<UInt64> = [],
+        channels: [UInt64: any SignalingChannel] = [:]
     ) async throws -> (devices: [UInt64: Device], identities: [UInt64: DeviceIdentity], key: CallKey) {
         var identities: [UInt64: DeviceIdentity] = [:]
         var roster: [RosterEntry] = []
@@ -74,7 +76,7 @@ import Testing
                     roster: roster,
                     key: own
                 ),
-                channel: hub.channel(forDevice: entry.deviceId),
+                channel: channels[entry.deviceId] ?? hub.channel(forDevice: entry.deviceId),
                 keyRing: ring,
                 storage: nil,
                 logger: logger
@@ -169,4 +171,39 @@ import Testing
         #expect(await devices[3]!.coordinator.rejectedMessages == 0)
         for device in devices.values { await device.coordinator.stop() }
     }
+
+    /// A hub channel whose sends wait until the test opens the gate: a broker that is away.
+    final class StalledChannel: SignalingChannel {
+        let inner: InMemorySignalingChannel
+        let gate: AsyncStream<Void>
+        let stalled = Mutex(0)
+        init(inner: InMemorySignalingChannel, gate: AsyncStream<Void>) {
+            self.inner = inner
+            self.gate = gate
+        }
+        var messages: AsyncStream<String> { inner.messages }
+        func send(_ body: String, toDevice deviceID: UInt64) async throws {
+            stalled.withLock { $0 += 1 }
+            for await _ in gate { break }
+            try await inner.send(body, toDevice: deviceID)
+        }
+    }
+
+    @Test func aSendWaitingForTheBrokerDoesNotHoldUpIncomingKeys() async throws {
+        let hub = InMemorySignalingHub()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let stalled = StalledChannel(inner: hub.channel(forDevice: 21), gate: gate)
+        let (devices, _, _) = try await Self.devices(3, hub: hub, channels: [21: stalled])
+        let bob = devices[2]!
+        // Bob's key request to the host cannot go out...
+        bob.coordinator.submit(
+            .keyNeeded(KeyNeededEvent(callID: 77, senderID: 1, codec: .opus, reason: .authenticationFailed))
+        )
+        #expect(await Self.eventually { stalled.stalled.withLock { $0 } == 1 })
+        // ...yet the rotation the host makes when carol leaves reaches him and is scheduled.
+        devices[1]!.coordinator.participantObserver.participantLeft(feedID: 3000)
+        #expect(await Self.eventually { await bob.coordinator.appliedEpochs.contains { $0.epoch == 1 } })
+        open.finish()
+    }
+
 }
