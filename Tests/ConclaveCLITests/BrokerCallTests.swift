@@ -1,0 +1,203 @@
+import ConclaveTestSupport
+import Foundation
+import JanusTestBed
+import RabbitMQTestBed
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A call set up and keyed over a real RabbitMQ with the built `conclave`: `call create --invite`,
+/// `listen --auto-join` participants and a `listen --auto-record` recorder, key rotation every 4 s,
+/// a participant leaving (rotation), the host leaving (handover: the successor rotates).
+@Suite(.serialized) struct BrokerCallTests {
+    /// One device of the call: its ids and data directory.
+    struct Device {
+        var name: String
+        var userID: UInt64
+        var deviceID: UInt64
+        var dataDirectory: String
+        var passcodeFile: String
+        var publicKey = ""
+    }
+
+    @Test func invitationsRotationLeaveAndHandoverOverTheBroker() async throws {
+        let bed = try TestJanus.shared()
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-broker-call")
+        let callID = UInt64.random(in: 1...9_000_000_000)
+        var devices: [Device] = []
+        for (name, user) in [("alice", 1), ("bob", 2), ("carol", 3), ("dave", 4), ("rec", 9)] {
+            let deviceID = UInt64(100 + user)
+            let passcode = try broker.addDevice(deviceID)
+            let passcodeFile = directory.appendingPathComponent("\(name).passcode")
+            try Data(passcode.utf8).write(to: passcodeFile)
+            var device = Device(
+                name: name,
+                userID: UInt64(user),
+                deviceID: deviceID,
+                dataDirectory: directory.appendingPathComponent("data-\(name)").path,
+                passcodeFile: passcodeFile.path
+            )
+            let created = try conclave([
+                "keys", "init", "--type", "p256", "--display", "\(user):\(name.capitalized)", "--device-id",
+                "\(deviceID)", "--data-dir", device.dataDirectory,
+            ])
+            #expect(created.succeeded, "\(created.errorOutput)")
+            device.publicKey = try conclave(["keys", "show", "--public", "--data-dir", device.dataDirectory]).output
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            devices.append(device)
+        }
+        func brokerArguments(_ device: Device) -> [String] {
+            [
+                "--data-dir", device.dataDirectory, "--broker", broker.webSocketURL, "--passcode-file",
+                device.passcodeFile, "--rotation", "4",
+            ]
+        }
+        let media = [
+            "--status", "json", "--ice-address", bed.hostAddress, "--width", "320", "--height", "240", "--fps", "15",
+            "--codec", "h264",
+        ]
+        let alice = devices[0]
+
+        // Invitees listen first; each prints a line once subscribed.
+        var listeners: [String: CallProcess] = [:]
+        for device in devices.dropFirst() {
+            let mode =
+                device.name == "rec"
+                ? ["--auto-record", directory.appendingPathComponent("rec").path] : ["--auto-join"]
+            listeners[device.name] = try CallProcess(
+                device.name,
+                arguments: ["listen", "--calls", "1"] + mode + brokerArguments(device)
+                    + (device.name == "rec" ? ["--status", "json"] : media),
+                in: directory
+            )
+        }
+        for (name, process) in listeners {
+            let listening = await waitUntil { process.output.contains("listening for invitations") }
+            #expect(listening != nil, "\(name): \(process.errorOutput)")
+        }
+
+        let create = try conclave(
+            ["call", "create", "--invite", "--call-id", "\(callID)", "--codecs", "h264", "--janus", bed.webSocketURL]
+                + brokerArguments(alice)
+                + devices.dropFirst().flatMap {
+                    ["--participant", "\($0.userID):\($0.name.capitalized)@\($0.deviceID)=\($0.publicKey)"]
+                }
+        )
+        #expect(create.succeeded, "\(create.errorOutput)")
+        #expect(create.output.components(separatedBy: "sent over the broker").count - 1 == 4, "\(create.output)")
+        for (name, process) in listeners {
+            let invited = await waitUntil { process.output.contains("invitation: call \(callID)") }
+            #expect(invited != nil, "\(name): \(process.output) \(process.errorOutput)")
+        }
+        let host = try CallProcess(
+            "alice",
+            arguments: ["join", "--call-id", "\(callID)"] + brokerArguments(alice) + media,
+            in: directory
+        )
+        let participants = [
+            "alice": host, "bob": listeners["bob"]!, "carol": listeners["carol"]!, "dave": listeners["dave"]!,
+        ]
+        let ids = ["alice": "1", "bob": "2", "carol": "3", "dave": "4"]
+
+        // Everyone decrypts everyone, then a periodic rotation reaches everyone.
+        for (name, process) in participants {
+            let others = ids.filter { $0.key != name }.map(\.value)
+            let flowing = await waitUntil(timeout: .seconds(40)) {
+                others.allSatisfy { process.framesDecrypted(from: $0) > 10 }
+            }
+            #expect(flowing != nil, "\(name): \(process.lastStatus ?? [:]) \(process.errorOutput.suffix(2000))")
+        }
+        func epoch(_ process: CallProcess) -> Int { process.lastStatus?["keyEpoch"] as? Int ?? -1 }
+        let rotated = await waitUntil(timeout: .seconds(20)) {
+            participants.values.allSatisfy { epoch($0) >= 1 } && epoch(listeners["rec"]!) >= 1
+        }
+        #expect(rotated != nil, "\(participants.mapValues { epoch($0) })")
+
+        // Carol leaves: the host rotates at once (she must not read what follows).
+        let beforeLeave = epoch(host)
+        listeners["carol"]!.signal(SIGTERM)
+        #expect(await listeners["carol"]!.waitForExit(timeout: .seconds(20)) == 0)
+        let afterLeave = await waitUntil(timeout: .seconds(15)) {
+            [host, listeners["bob"]!, listeners["dave"]!, listeners["rec"]!].allSatisfy { epoch($0) > beforeLeave }
+        }
+        #expect(afterLeave != nil, "epochs after carol left: \(epoch(host)) \(beforeLeave)")
+        #expect(
+            host.errorOutput.contains("carol") || host.errorOutput.contains("rotated"),
+            "\(host.errorOutput.suffix(1500))"
+        )
+
+        // The host leaves: bob (the lowest user id left) takes the key role and rotates.
+        let beforeHandover = epoch(listeners["bob"]!)
+        host.signal(SIGTERM)
+        #expect(await host.waitForExit(timeout: .seconds(20)) == 0)
+        let handedOver = await waitUntil(timeout: .seconds(15)) {
+            [listeners["bob"]!, listeners["dave"]!, listeners["rec"]!].allSatisfy { epoch($0) > beforeHandover }
+        }
+        #expect(handedOver != nil, "epochs after the host left: bob \(epoch(listeners["bob"]!))")
+        #expect(listeners["bob"]!.errorOutput.contains("holds the call's key role"))
+
+        // Let a second of the newest epoch flow, then stop the rest.
+        let lastEpoch = epoch(listeners["bob"]!)
+        _ = await waitUntil(timeout: .seconds(10)) {
+            let before = listeners["dave"]!.framesDecrypted(from: "2")
+            return epoch(listeners["dave"]!) == lastEpoch && before > 0
+                && (listeners["dave"]!.statusLines.suffix(2).first?["keyEpoch"] as? Int) == lastEpoch
+        }
+        for name in ["bob", "dave", "rec"] { listeners[name]!.signal(SIGTERM) }
+        for name in ["bob", "dave", "rec"] {
+            #expect(await listeners[name]!.waitForExit(timeout: .seconds(30)) == 0, "\(name)")
+        }
+
+        // Nothing undecryptable anywhere, no forged or refused key message, the same epochs.
+        var applied: [String: [Int]] = [:]
+        for (name, process) in participants.merging(["rec": listeners["rec"]!], uniquingKeysWith: { $1 }) {
+            let last = try #require(process.lastStatus, "\(name)")
+            #expect(last["rejectedMessages"] as? Int == 0, "\(name)")
+            applied[name] = last["appliedEpochs"] as? [Int] ?? []
+            for participant in last["participants"] as? [[String: Any]] ?? [] {
+                let bad = participant["undecryptable"] as? Int ?? participant["framesUndecryptable"] as? Int ?? 0
+                #expect(
+                    bad == 0,
+                    "\(name) saw \(bad) undecryptable frames from \(participant["id"] ?? participant["key"] ?? "?")"
+                )
+            }
+        }
+        // Those present to the end applied every epoch; those who left, a prefix of them.
+        let full = applied["bob"] ?? []
+        #expect(full.count >= 4, "\(applied)")
+        #expect(applied["dave"] == full && applied["rec"] == full, "\(applied)")
+        for name in ["alice", "carol"] {
+            let theirs = applied[name] ?? []
+            #expect(!theirs.isEmpty && Array(full.prefix(theirs.count)) == theirs, "\(name): \(applied)")
+        }
+
+        // The recording lists every epoch and holds frames of each.
+        let recording = directory.appendingPathComponent("rec/call-\(callID)/manifest.json")
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: recording)) as? [String: Any]
+        )
+        let listed = (manifest["keyEpochs"] as? [Int]) ?? []
+        #expect(Set(full).isSubset(of: Set(listed)), "manifest \(listed), applied \(full)")
+        var framesOf: Set<Int> = []
+        for participant in manifest["participants"] as? [[String: Any]] ?? [] {
+            #expect(participant["framesUndecryptable"] as? Int ?? 0 == 0)
+            for segment in participant["segments"] as? [[String: Any]] ?? [] {
+                for track in segment["tracks"] as? [[String: Any]] ?? [] {
+                    framesOf.formUnion(track["keyEpochs"] as? [Int] ?? [])
+                }
+            }
+        }
+        #expect(Set(full).isSubset(of: framesOf), "frames of epochs \(framesOf.sorted()), applied \(full)")
+        let inspect = try conclave(["recordings", "inspect", recording.deletingLastPathComponent().path])
+        #expect(inspect.output.contains("key epoch \(full.last ?? 0) from"), "\(inspect.output)")
+    }
+}
+
+extension CallProcess {
+    /// Everything written to standard output so far.
+    var output: String { (try? String(contentsOf: stdoutFile, encoding: .utf8)) ?? "" }
+}
