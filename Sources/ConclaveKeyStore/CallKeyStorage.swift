@@ -188,6 +188,18 @@ public struct CallKeyStorage: Sendable {
         return try read(callID)
     }
 
+    /// Forgets a call's keys (every epoch) but keeps where and with whom the call is: what a
+    /// device that lost its keys still knows, and rejoins from by asking the participants.
+    public func forgetKeys(for callID: UInt64) throws(KeyStoreError) {
+        try update(callID) { record in
+            guard var existing = record else { return }
+            existing.wrappedKey = ""
+            existing.history = []
+            existing.updatedAt = Date()
+            record = existing
+        }
+    }
+
     /// Forgets a call.
     public func remove(_ callID: UInt64) throws(KeyStoreError) {
         try prepare()

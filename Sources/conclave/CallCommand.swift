@@ -179,7 +179,7 @@ struct CallCommand: AsyncParsableCommand {
                         )
                         messages.append((invitee.spec, message))
                     }
-                    ownInvitation = try SignalMessage.callInvitation(
+                    var own = try SignalMessage.callInvitation(
                         callId: callID,
                         roomId: roomID,
                         caller: host,
@@ -191,7 +191,10 @@ struct CallCommand: AsyncParsableCommand {
                         isVideo: !audioOnly,
                         signedBy: identity,
                         at: Date()
-                    ).jsonBody()
+                    )
+                    // The kept copy has no key: the key store holds keys in one place only.
+                    own.encryptedAESKey = nil
+                    ownInvitation = own.jsonBody()
                 } catch {
                     await channel?.close()
                     throw CallCommandError("cannot sign the invitations: \(error)")

@@ -8,7 +8,9 @@ struct KeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "Manage this device's key pair and wrap or unwrap call keys.",
-        subcommands: [Init.self, SetDetails.self, Show.self, Export.self, Wrap.self, Unwrap.self, Calls.self]
+        subcommands: [
+            Init.self, SetDetails.self, Show.self, Export.self, Wrap.self, Unwrap.self, Calls.self, Forget.self,
+        ]
     )
 
     /// `keys init`: create the device key pair.
@@ -228,6 +230,42 @@ struct KeysCommand: ParsableCommand {
                     if let format = record.cryptoFormat { fields.append("format=\(format)") }
                     if let url = record.janusURL { fields.append("janus=\(url)") }
                     print(fields.joined(separator: " "))
+                }
+            }
+        }
+    }
+}
+
+extension KeysCommand {
+    /// `keys forget CALL_ID`: drop a call's keys.
+    struct Forget: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Forget a call's stored keys (and, unless --keep-details, everything stored about it)."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The call id.")
+        var callID: UInt64
+
+        @Flag(
+            name: .customLong("keep-details"),
+            help: "Keep the room, Janus URL and roster: 'conclave rejoin' then asks the participants for the key."
+        )
+        var keepDetails = false
+
+        func run() throws {
+            let store = try KeyStoreAccess.store(global)
+            try KeyStoreAccess.run {
+                guard try store.calls.record(for: callID) != nil else {
+                    throw KeysCommandError(message: "no call \(callID) in \(store.keysDirectory.path)")
+                }
+                if keepDetails {
+                    try store.calls.forgetKeys(for: callID)
+                    print("Forgot the keys of call \(callID); its details are kept")
+                } else {
+                    try store.calls.remove(callID)
+                    print("Forgot call \(callID)")
                 }
             }
         }

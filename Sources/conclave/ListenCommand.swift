@@ -117,7 +117,7 @@ struct ListenCommand: AsyncParsableCommand {
                 continue
             }
             do {
-                try keep(invitation, message: message, body: body, device: broker.device, store: store)
+                try keep(invitation, message: message, device: broker.device, store: store)
             } catch {
                 logger.error("could not store the invitation's key: \(error)")
                 continue
@@ -136,11 +136,13 @@ struct ListenCommand: AsyncParsableCommand {
     private func keep(
         _ invitation: ReceivedInvitation,
         message: SignalMessage,
-        body: String,
         device: DeviceIdentityDetails,
         store: KeyStore
     ) throws {
         guard let wrapped = message.encryptedAESKey else { return }
+        // The kept copy has no key: the key store holds keys in one place only.
+        var details = message
+        details.encryptedAESKey = nil
         try store.calls.storeWrappedKey(wrapped, for: invitation.callId)
         try store.calls.storeRejoinDetails(
             for: invitation.callId,
@@ -148,7 +150,7 @@ struct ListenCommand: AsyncParsableCommand {
             room: invitation.roomId,
             display: device.display,
             cryptoFormat: invitation.crypto ?? .ecall,
-            invitation: body
+            invitation: details.jsonBody()
         )
     }
 

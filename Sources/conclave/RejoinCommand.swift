@@ -58,7 +58,7 @@ struct RejoinCommand: AsyncParsableCommand {
         // damaged) is asked for from the participants instead: rejoin by request.
         let key: CallKey?
         if let roster, !roster.isEmpty {
-            key = try? store.openCallKey(record.wrappedKey, with: identity)
+            key = record.wrappedKey.isEmpty ? nil : try? store.openCallKey(record.wrappedKey, with: identity)
         } else {
             key = try KeyStoreAccess.run { try store.openCallKey(record.wrappedKey, with: identity) }
         }

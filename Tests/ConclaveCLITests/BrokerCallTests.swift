@@ -130,12 +130,36 @@ import Testing
             "\(host.errorOutput.suffix(1500))"
         )
 
+        // Dave loses his keys and comes back: he leaves (a rotation), his key store forgets the
+        // call's keys (keeping room, Janus and roster), and `rejoin` asks the participants.
+        let beforeDaveLeft = epoch(host)
+        listeners["dave"]!.signal(SIGTERM)
+        #expect(await listeners["dave"]!.waitForExit(timeout: .seconds(20)) == 0)
+        let afterDaveLeft = await waitUntil(timeout: .seconds(15)) {
+            [host, listeners["bob"]!, listeners["rec"]!].allSatisfy { epoch($0) > beforeDaveLeft }
+        }
+        #expect(afterDaveLeft != nil, "epochs after dave left")
+        let dave = devices[3]
+        let forget = try conclave(["keys", "forget", "\(callID)", "--keep-details", "--data-dir", dave.dataDirectory])
+        #expect(forget.succeeded, "\(forget.errorOutput)")
+        let rejoined = try CallProcess(
+            "dave-rejoin",
+            arguments: ["rejoin", "\(callID)"] + brokerArguments(dave) + media,
+            in: directory
+        )
+        let asked = await waitUntil { rejoined.output.contains("rejoin by request") }
+        #expect(asked != nil, "\(rejoined.output) \(rejoined.errorOutput.suffix(1500))")
+        let keyed = await waitUntil(timeout: .seconds(30)) {
+            ["1", "2"].allSatisfy { rejoined.framesDecrypted(from: $0) > 10 } && epoch(rejoined) == epoch(host)
+        }
+        #expect(keyed != nil, "\(rejoined.lastStatus ?? [:]) \(rejoined.errorOutput.suffix(1500))")
+
         // The host leaves: bob (the lowest user id left) takes the key role and rotates.
         let beforeHandover = epoch(listeners["bob"]!)
         host.signal(SIGTERM)
         #expect(await host.waitForExit(timeout: .seconds(20)) == 0)
         let handedOver = await waitUntil(timeout: .seconds(15)) {
-            [listeners["bob"]!, listeners["dave"]!, listeners["rec"]!].allSatisfy { epoch($0) > beforeHandover }
+            [listeners["bob"]!, rejoined, listeners["rec"]!].allSatisfy { epoch($0) > beforeHandover }
         }
         #expect(handedOver != nil, "epochs after the host left: bob \(epoch(listeners["bob"]!))")
         #expect(listeners["bob"]!.errorOutput.contains("holds the call's key role"))
@@ -144,8 +168,8 @@ import Testing
         // that the recording holds frames of it.
         let lastEpoch = epoch(listeners["bob"]!)
         let settled = await waitUntil(timeout: .seconds(15)) {
-            ["bob", "dave", "rec"].allSatisfy { name in
-                let lines = listeners[name]!.statusLines.suffix(2)
+            [listeners["bob"]!, rejoined, listeners["rec"]!].allSatisfy { process in
+                let lines = process.statusLines.suffix(2)
                 return lines.count == 2 && lines.allSatisfy { $0["keyEpoch"] as? Int == lastEpoch }
             }
         }
@@ -154,9 +178,9 @@ import Testing
         // leaving after it would make the host rotate once more.
         listeners["rec"]!.signal(SIGTERM)
         #expect(await listeners["rec"]!.waitForExit(timeout: .seconds(30)) == 0, "rec")
-        for name in ["bob", "dave"] { listeners[name]!.signal(SIGTERM) }
-        for name in ["bob", "dave"] {
-            #expect(await listeners[name]!.waitForExit(timeout: .seconds(30)) == 0, "\(name)")
+        for process in [listeners["bob"]!, rejoined] { process.signal(SIGTERM) }
+        for process in [listeners["bob"]!, rejoined] {
+            #expect(await process.waitForExit(timeout: .seconds(30)) == 0, "\(process.name)")
         }
 
         // Nothing undecryptable anywhere, no forged or refused key message, the same epochs.
@@ -183,7 +207,27 @@ import Testing
             let common = min(theirs.count, full.count)
             #expect(common > 0 && theirs.prefix(common) == full.prefix(common), "\(name): \(applied)")
         }
-        #expect((applied["bob"] ?? []).count >= full.count && (applied["dave"] ?? []).count >= full.count)
+        #expect((applied["bob"] ?? []).count >= full.count)
+
+        // The rejoined device: undecryptable frames only before the answer brought the key (its
+        // subscription opens before a participant can answer), none after; the epochs it applied
+        // are the call's, from the one it was given on.
+        let rejoinLines = rejoined.statusLines
+        let firstKeyed = try #require(rejoinLines.first { $0["keyEpoch"] is Int }, "the rejoin never got a key")
+        func undecryptable(_ line: [String: Any]) -> Int {
+            (line["participants"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["undecryptable"] as? Int ?? 0) }
+        }
+        let rejoinApplied = rejoinLines.last?["appliedEpochs"] as? [Int] ?? []
+        #expect(
+            undecryptable(rejoinLines.last ?? [:]) == undecryptable(firstKeyed),
+            "undecryptable frames after the rejoin's key came: \(undecryptable(firstKeyed)) then \(undecryptable(rejoinLines.last ?? [:]))"
+        )
+        #expect(rejoinLines.last?["rejectedMessages"] as? Int == 0)
+        let callEpochs = applied["bob"] ?? []
+        #expect(
+            !rejoinApplied.isEmpty && callEpochs.suffix(rejoinApplied.count).elementsEqual(rejoinApplied),
+            "rejoin applied \(rejoinApplied), the call \(callEpochs)"
+        )
 
         // The recording lists every epoch and holds frames of each.
         let recording = directory.appendingPathComponent("rec/call-\(callID)/manifest.json")
