@@ -50,15 +50,15 @@ struct SignalingOptions: ParsableArguments {
     )
     var ecallCompatible = false
 
-    /// Whether the command line or the environment asks for the broker (the configuration file
-    /// may too: ``resolve(settings:store:required:)``).
+    /// Whether the command line asks for the broker. The environment and the configuration file
+    /// only offer one: a device without broker ids then joins as before, without it.
     var requested: Bool {
         url != nil || passcodeFile != nil || rotation != nil || ecallCompatible
-            || ProcessInfo.processInfo.environment["CONCLAVE_BROKER_URL"].map { !$0.isEmpty } == true
     }
 
     /// The broker settings of the flags, the environment and the configuration, in that order;
-    /// nil when none of them names a broker and `required` is false.
+    /// nil when none of them names a broker, or (unless `required` or a flag asks for it) when this
+    /// device has no broker ids.
     func resolve(settings: ConclaveConfiguration, store: KeyStore, required: Bool) throws -> BrokerSetup? {
         let environment = ProcessInfo.processInfo.environment
         let configured = settings.signaling
@@ -82,7 +82,13 @@ struct SignalingOptions: ParsableArguments {
                 "--rotation \(rotation): expected \(Int(range.lowerBound)) to \(Int(range.upperBound)) seconds"
             )
         }
-        let device = try DeviceIdentityDetails.load(store)
+        let device: DeviceIdentityDetails
+        do {
+            device = try DeviceIdentityDetails.load(store)
+        } catch {
+            if required || requested { throw error }
+            return nil
+        }
         let passcode = try Self.passcode(
             file: passcodeFile ?? configured?.passcodeFile,
             deviceID: device.address.deviceId,
