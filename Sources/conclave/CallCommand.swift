@@ -308,13 +308,9 @@ struct ParticipantSpec {
         }
         var name = String(text[..<equals]).trimmingCharacters(in: .whitespaces)
         var keyText = String(text[text.index(after: equals)...])
-        if let at = name.lastIndex(of: "@") {
-            let digits = name[name.index(after: at)...]
-            guard let id = UInt64(digits) else {
-                throw CallCommandError(
-                    "--participant \(name.prefix(40)): the device id after '@' must be a decimal number"
-                )
-            }
+        // `@DEVICEID` only when all digits: user ids such as `bob@example.org` keep working in the
+        // file form, and `--invite` refuses a participant without a device id by name.
+        if let at = name.lastIndex(of: "@"), let id = UInt64(name[name.index(after: at)...]) {
             deviceID = id
             name = String(name[..<at])
         }
