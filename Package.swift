@@ -265,7 +265,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ConclaveCLITests",
-            dependencies: ["ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed"]
+            dependencies: ["ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient"]
         ),
         .testTarget(
             name: "ConclaveCallTests",

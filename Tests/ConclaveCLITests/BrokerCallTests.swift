@@ -2,6 +2,7 @@ import ConclaveTestSupport
 import Foundation
 import JanusTestBed
 import RabbitMQTestBed
+import STOMPClient
 import Testing
 
 #if canImport(Glibc)
@@ -254,6 +255,51 @@ import Testing
         #expect(current.isSubset(of: framesOf), "frames of epochs \(framesOf.sorted()), current \(current.sorted())")
         let inspect = try conclave(["recordings", "inspect", recording.deletingLastPathComponent().path])
         #expect(inspect.output.contains("key epoch \(full.last ?? 0) from"), "\(inspect.output)")
+    }
+
+    @Test func listenLogsWhatItCannotUseInOneLineEachAndLeavesOnSIGTERM() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-listen")
+        let data = directory.appendingPathComponent("data").path
+        let passcodeFile = directory.appendingPathComponent("passcode")
+        try Data(try broker.addDevice(201).utf8).write(to: passcodeFile)
+        let senderPasscode = try broker.addDevice(202)
+        let created = try conclave([
+            "keys", "init", "--type", "p256", "--display", "21:Eve", "--device-id", "201", "--data-dir", data,
+        ])
+        #expect(created.succeeded, "\(created.errorOutput)")
+        let listen = try CallProcess(
+            "listen",
+            arguments: [
+                "listen", "--data-dir", data, "--broker", broker.webSocketURL, "--passcode-file", passcodeFile.path,
+            ],
+            in: directory
+        )
+        #expect(await waitUntil { listen.output.contains("listening for invitations") } != nil, "\(listen.errorOutput)")
+
+        let sender = try STOMPSignalingChannel(
+            configuration: .init(url: broker.webSocketURL, deviceID: 202, passcode: senderPasscode)
+        )
+        try await sender.connect()
+        let unsigned =
+            #"{"type":"call_invitation","callId":5,"roomId":6,"callerId":22,"callerDeviceId":202,"encryptedAESKey":"AAAA"}"#
+        for body in ["not json", #"{"type":"no_such_type"}"#, unsigned] {
+            try await sender.send(body, toDevice: 201)
+        }
+        let lines = [
+            "dropped a malformed signaling message", "dropped a signaling message of unknown type",
+            "rejected an invitation",
+        ]
+        let logged = await waitUntil { lines.allSatisfy { listen.errorOutput.contains($0) } }
+        #expect(logged != nil, "\(listen.errorOutput)")
+        for line in lines {
+            #expect(listen.errorOutput.components(separatedBy: line).count == 2, "\(line): \(listen.errorOutput)")
+        }
+        #expect(!listen.output.contains("invitation: call 5"), "an unsigned invitation is not announced")
+        listen.signal(SIGTERM)
+        #expect(await listen.waitForExit(timeout: .seconds(20)) == 0, "\(listen.errorOutput)")
+        await sender.close()
     }
 }
 
