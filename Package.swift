@@ -158,7 +158,7 @@ let package = Package(
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
-                "ConclaveICE",
+                "ConclaveICE", "ECallSignaling", "STOMPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -267,7 +267,10 @@ let package = Package(
                 "ConclaveTestSupport",
             ]
         ),
-        .testTarget(name: "ConclaveCLITests", dependencies: ["ConclaveTestSupport", "JanusTestBed"]),
+        .testTarget(
+            name: "ConclaveCLITests",
+            dependencies: ["ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient"]
+        ),
         .testTarget(
             name: "ConclaveCallTests",
             dependencies: [

@@ -34,8 +34,33 @@ public struct ConclaveConfiguration: Sendable, Hashable {
     public var videoHeight: Int?
     public var videoFrameRate: Int?
     public var audioBitrate: Int?
+    /// The `signaling` section: the broker that carries invitations and key messages.
+    public var signaling: SignalingSettings?
 
     public init() {}
+}
+
+/// The `signaling` section: where the STOMP broker is and how this device logs in. The passcode
+/// itself is never in the file (it would sit beside everything else and end up in backups and
+/// bug reports): `passcodeFile` names a file that holds it.
+public struct SignalingSettings: Sendable, Hashable {
+    /// `ws://host:port/ws` or `wss://...`.
+    public var url: String?
+    /// The broker's virtual host; ECall's is `ecall`.
+    public var virtualHost: String = "ecall"
+    /// The broker login; nil means ECall's `device-<device id>`.
+    public var login: String?
+    public var passcodeFile: String?
+    /// How often the call's key host rotates the key.
+    public var rotationSeconds: Double = 300
+    /// Accept unsigned key messages from the roster's host, as ECall devices send them.
+    public var ecallCompatible = false
+
+    public init() {}
+
+    /// The range `rotationSeconds` (and `--rotation`) accepts: a rotation needs its 10 s lead to
+    /// reach everyone, and a day is longer than any call.
+    public static let rotationRange: ClosedRange<Double> = 2...86_400
 }
 
 /// The media crypto of a call, `none` included (for calls without end-to-end encryption).
@@ -250,7 +275,43 @@ public enum ConfigurationFile {
             if let audio = self.object(object.audio, at: "audio") {
                 configuration.audioBitrate = integer(audio.bitrate, at: "audio.bitrate", in: 6_000...510_000)
             }
+            if let signaling = self.object(object.signaling, at: "signaling") {
+                configuration.signaling = read(signaling)
+            }
             return configuration
+        }
+
+        mutating func read(_ section: ConfigurationDocument.Signaling) -> SignalingSettings {
+            var settings = SignalingSettings()
+            if let url = string(section.url, at: "signaling.url") {
+                if url.hasPrefix("ws://") || url.hasPrefix("wss://"), URL(string: url)?.host != nil {
+                    settings.url = url
+                } else {
+                    issue(
+                        "signaling.url",
+                        "must be a ws:// or wss:// URL with a host (ws://HOST:15674/ws), got \"\(url)\""
+                    )
+                }
+            }
+            if let host = string(section.virtualHost, at: "signaling.virtualHost") { settings.virtualHost = host }
+            settings.login = string(section.login, at: "signaling.login")
+            settings.passcodeFile = string(section.passcodeFile, at: "signaling.passcodeFile")
+            if let seconds = value(section.rotationSeconds, at: "signaling.rotationSeconds", "must be a number") {
+                let range = SignalingSettings.rotationRange
+                if range.contains(seconds) {
+                    settings.rotationSeconds = seconds
+                } else {
+                    issue(
+                        "signaling.rotationSeconds",
+                        "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds, got \(seconds)"
+                    )
+                }
+            }
+            if let compatible = value(section.ecallCompatible, at: "signaling.ecallCompatible", "must be true or false")
+            {
+                settings.ecallCompatible = compatible
+            }
+            return settings
         }
 
         mutating func unknownKeys<Section>(_ object: ConfigurationObject<Section>, at path: String) {

@@ -59,6 +59,19 @@ struct ConfigurationDocument: Codable, Sendable, Hashable {
         }
     }
 
+    struct Signaling: ConfigurationSection {
+        var url: ConfigurationValue<String>?
+        var virtualHost: ConfigurationValue<String>?
+        var login: ConfigurationValue<String>?
+        var passcodeFile: ConfigurationValue<String>?
+        var rotationSeconds: ConfigurationValue<Double>?
+        var ecallCompatible: ConfigurationValue<Bool>?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case url, virtualHost, login, passcodeFile, rotationSeconds, ecallCompatible
+        }
+    }
+
     struct Root: ConfigurationSection {
         var janus: ConfigurationValue<ConfigurationObject<Janus>>?
         var ice: ConfigurationValue<ConfigurationObject<ICE>>?
@@ -67,11 +80,12 @@ struct ConfigurationDocument: Codable, Sendable, Hashable {
         var crypto: ConfigurationValue<String>?
         var video: ConfigurationValue<ConfigurationObject<Video>>?
         var audio: ConfigurationValue<ConfigurationObject<Audio>>?
+        var signaling: ConfigurationValue<ConfigurationObject<Signaling>>?
         /// Free text for people, of any type; never read.
         var comment: ConfigurationValue<String>?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case janus, ice, dataDirectory, recordingsDirectory, crypto, video, audio
+            case janus, ice, dataDirectory, recordingsDirectory, crypto, video, audio, signaling
             case comment = "$comment"
         }
     }

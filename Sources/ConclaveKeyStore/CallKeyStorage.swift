@@ -32,6 +32,9 @@ public struct CallKeyRecord: Codable, Sendable, Hashable {
     public var room: UInt64?
     public var display: String?
     public var cryptoFormat: FrameCryptoFormat?
+    /// The signed `call_invitation` this device received (or, for the caller, addressed to
+    /// itself), as JSON: its roster tells who may send key messages, for a later join or rejoin.
+    public var invitation: String?
     public var updatedAt: Date
 
     public init(
@@ -55,7 +58,8 @@ public struct CallKeyRecord: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case callID = "callId", wrappedKey, history, janusURL = "janusUrl", room, display, cryptoFormat, updatedAt
+        case callID = "callId", wrappedKey, history, janusURL = "janusUrl", room, display, cryptoFormat, invitation
+        case updatedAt
     }
 
     // Call and room ids are written as decimal strings: JSON numbers lose precision above 2^53.
@@ -78,6 +82,7 @@ public struct CallKeyRecord: Codable, Sendable, Hashable {
         room = try id(.room)
         display = try container.decodeIfPresent(String.self, forKey: .display)
         cryptoFormat = try container.decodeIfPresent(FrameCryptoFormat.self, forKey: .cryptoFormat)
+        invitation = try container.decodeIfPresent(String.self, forKey: .invitation)
         updatedAt = try container.decode(Date.self, forKey: .updatedAt)
     }
 
@@ -90,6 +95,7 @@ public struct CallKeyRecord: Codable, Sendable, Hashable {
         try container.encodeIfPresent(room.map(String.init), forKey: .room)
         try container.encodeIfPresent(display, forKey: .display)
         try container.encodeIfPresent(cryptoFormat, forKey: .cryptoFormat)
+        try container.encodeIfPresent(invitation, forKey: .invitation)
         try container.encode(updatedAt, forKey: .updatedAt)
     }
 }
@@ -144,10 +150,12 @@ public struct CallKeyStorage: Sendable {
         janusURL: String? = nil,
         room: UInt64? = nil,
         display: String? = nil,
-        cryptoFormat: FrameCryptoFormat? = nil
+        cryptoFormat: FrameCryptoFormat? = nil,
+        invitation: String? = nil
     ) throws(KeyStoreError) {
         try update(callID) { record in
             guard var existing = record else { return }
+            if let invitation { existing.invitation = invitation }
             if let janusURL { existing.janusURL = janusURL }
             if let room { existing.room = room }
             if let display { existing.display = display }
@@ -178,6 +186,18 @@ public struct CallKeyStorage: Sendable {
     public func record(for callID: UInt64) throws(KeyStoreError) -> CallKeyRecord? {
         guard try readable() else { return nil }
         return try read(callID)
+    }
+
+    /// Forgets a call's keys (every epoch) but keeps where and with whom the call is: what a
+    /// device that lost its keys still knows, and rejoins from by asking the participants.
+    public func forgetKeys(for callID: UInt64) throws(KeyStoreError) {
+        try update(callID) { record in
+            guard var existing = record else { return }
+            existing.wrappedKey = ""
+            existing.history = []
+            existing.updatedAt = Date()
+            record = existing
+        }
     }
 
     /// Forgets a call.

@@ -53,7 +53,7 @@ public struct KeyStore: Sendable {
     public var hasDeviceIdentity: Bool { FileManager.default.fileExists(atPath: deviceKeyFile.path) }
 
     /// Generates and stores a new device key pair. Refuses to replace one unless `replacing` is true;
-    /// a replaced key is kept in ``previousKeysDirectory`` (see ``initializeDeviceIdentity(type:replacing:display:)``).
+    /// a replaced key is kept in ``previousKeysDirectory`` (see ``initializeDeviceIdentity(type:replacing:display:deviceID:)``).
     @discardableResult
     public func createDeviceIdentity(type: DeviceKeyType, replacing: Bool = false) throws -> DeviceIdentity {
         try initializeDeviceIdentity(type: type, replacing: replacing).identity
@@ -65,12 +65,16 @@ public struct KeyStore: Sendable {
     /// Refuses to replace an existing key unless `replacing` is true. A replaced key file is first
     /// copied, byte for byte, to `previous/device-<UTC time>.json` (0600 in a 0700 folder): call
     /// keys stored for the old key still open with it (``openCallKey(_:with:)``), and a user who
-    /// replaced the key by mistake can put it back. A replaced key's display carries over unless a
-    /// new one is given.
+    /// replaced the key by mistake can put it back. A replaced key's display and device id carry
+    /// over unless new ones are given.
+    ///
+    /// - Parameter deviceID: the device's id on the signaling broker (ECall's `deviceId`), which
+    ///   key messages are addressed to; the user id is the display's.
     public func initializeDeviceIdentity(
         type: DeviceKeyType,
         replacing: Bool = false,
-        display: String? = nil
+        display: String? = nil,
+        deviceID: UInt64? = nil
     ) throws(KeyStoreError) -> DeviceKeyCreation {
         try prepare()
         return try SecureFiles.withLock(lockFile, exclusive: true) { () throws(KeyStoreError) -> DeviceKeyCreation in
@@ -78,10 +82,12 @@ public struct KeyStore: Sendable {
             if !replacing && existing != nil { throw .deviceKeyExists(path: deviceKeyFile.path) }
             var replaced: ReplacedDeviceKey?
             var keptDisplay = display
+            var keptDeviceID = deviceID
             if let existing {
                 let backup = try backUp(existing)
                 let old = try? decodeDeviceKey(existing, path: backup.path)
                 if keptDisplay == nil { keptDisplay = old?.display }
+                if keptDeviceID == nil { keptDeviceID = old?.deviceID }
                 replaced = ReplacedDeviceKey(publicKey: old?.identity.publicKey, backup: backup)
             }
             let identity: DeviceIdentity
@@ -95,10 +101,16 @@ public struct KeyStore: Sendable {
                 privateKey: Data(identity.privateKeyBytes).base64EncodedString(),
                 publicKey: identity.publicKeyString,
                 createdAt: Date(),
-                display: keptDisplay
+                display: keptDisplay,
+                deviceID: keptDeviceID
             )
             try SecureFiles.writePrivateFileAtomically(try FileFormat.encode(record), to: deviceKeyFile)
-            return DeviceKeyCreation(identity: identity, display: keptDisplay, replaced: replaced)
+            return DeviceKeyCreation(
+                identity: identity,
+                display: keptDisplay,
+                deviceID: keptDeviceID,
+                replaced: replaced
+            )
         }
     }
 
@@ -130,7 +142,29 @@ public struct KeyStore: Sendable {
         try loadDeviceKey().display
     }
 
-    private func loadDeviceKey() throws(KeyStoreError) -> (identity: DeviceIdentity, display: String?) {
+    /// The broker device id stored with the device key by `keys init --device-id`, if any.
+    public func deviceID() throws(KeyStoreError) -> UInt64? {
+        try loadDeviceKey().deviceID
+    }
+
+    /// Sets the display and device id of the existing device key without replacing the key (nil
+    /// leaves a field as it is): ids are assigned by the service, often after the key was made.
+    public func updateDeviceDetails(display: String?, deviceID: UInt64?) throws(KeyStoreError) {
+        try prepare()
+        try SecureFiles.withLock(lockFile, exclusive: true) { () throws(KeyStoreError) in
+            guard let data = try SecureFiles.readPrivateFile(deviceKeyFile) else {
+                throw .noDeviceKey(path: deviceKeyFile.path)
+            }
+            var record: DeviceKeyFile = try FileFormat.decode(data, path: deviceKeyFile.path)
+            if let display { record.display = display }
+            if let deviceID { record.deviceID = deviceID }
+            try SecureFiles.writePrivateFileAtomically(try FileFormat.encode(record), to: deviceKeyFile)
+        }
+    }
+
+    private func loadDeviceKey() throws(KeyStoreError) -> (
+        identity: DeviceIdentity, display: String?, deviceID: UInt64?
+    ) {
         let path = deviceKeyFile.path
         guard try prepareForReading(), let data = try SecureFiles.readPrivateFile(deviceKeyFile) else {
             throw .noDeviceKey(path: path)
@@ -139,7 +173,7 @@ public struct KeyStore: Sendable {
     }
 
     private func decodeDeviceKey(_ data: Data, path: String) throws(KeyStoreError)
-        -> (identity: DeviceIdentity, display: String?)
+        -> (identity: DeviceIdentity, display: String?, deviceID: UInt64?)
     {
         let record: DeviceKeyFile = try FileFormat.decode(data, path: path)
         guard let privateBytes = Data(base64Encoded: record.privateKey) else {
@@ -154,7 +188,7 @@ public struct KeyStore: Sendable {
         guard identity.publicKeyString == record.publicKey else {
             throw .corrupt(path: path, detail: "publicKey does not belong to privateKey")
         }
-        return (identity, record.display)
+        return (identity, record.display, record.deviceID)
     }
 
     /// The device keys `keys init --force` replaced, newest first. Files that do not load (corrupt,
@@ -188,12 +222,14 @@ public struct KeyStore: Sendable {
     }
 }
 
-/// What ``KeyStore/initializeDeviceIdentity(type:replacing:display:)`` did.
+/// What ``KeyStore/initializeDeviceIdentity(type:replacing:display:deviceID:)`` did.
 public struct DeviceKeyCreation {
     /// The new key pair.
     public var identity: DeviceIdentity
     /// The display stored with it.
     public var display: String?
+    /// The broker device id stored with it.
+    public var deviceID: UInt64?
     /// The key it replaced, if any.
     public var replaced: ReplacedDeviceKey?
 }
@@ -217,6 +253,8 @@ struct DeviceKeyFile: Codable, FileFormatRecord {
     var createdAt: Date
     /// Our `USERID:NAME` for calls, if given to `keys init --display`. Older files lack it.
     var display: String?
+    /// Our device id on the signaling broker, if given to `keys init --device-id`.
+    var deviceID: UInt64?
 }
 
 /// A versioned JSON file with a `format` tag, so a foreign or newer file is told apart from a corrupt

@@ -603,6 +603,9 @@ public enum RecordingInspection {
             "recorder \(manifest.recorderVersion)  crypto \(manifest.cryptoFormat)  key epochs \(manifest.keyEpochs.map(String.init).joined(separator: ",").nonEmpty ?? "-")"
         )
         lines.append("start \(manifest.startTime)  end \(manifest.endTime ?? "-")  status \(manifest.status)")
+        for change in manifest.keyEpochTimes ?? [] {
+            lines.append("key epoch \(change.epoch) from \(change.time) (\(String(format: "%.3f s", change.offset)))")
+        }
         for participant in manifest.participants {
             let name = participant.display ?? "(no display)"
             let state = participant.recorded ? "recorded" : "NOT RECORDED: \(participant.reason ?? "?")"

@@ -28,13 +28,7 @@ extension TestBedCommand {
         var config: String?
 
         func run() throws {
-            let ids = try devices.split(separator: ",").map { text -> UInt64 in
-                guard let id = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
-                    throw ValidationError("'\(text)' is not a device id")
-                }
-                return id
-            }
-            guard !ids.isEmpty else { throw ValidationError("no device ids given") }
+            let ids = try Self.deviceIDs(devices)
             var configuration = RabbitMQTestBed.Configuration()
             if let config { configuration.templateDirectory = URL(fileURLWithPath: config) }
             // Ctrl-C and SIGTERM are taken with sigwait below, so the broker is always stopped.
@@ -47,13 +41,41 @@ extension TestBedCommand {
             let bed = try RabbitMQTestBed(configuration: configuration)
             defer { bed.stop() }
             let folder = URL(fileURLWithPath: passcodes)
+            print("CONCLAVE_STOMP_URL=\(bed.webSocketURL)")
+            print("CONCLAVE_STOMP_VHOST=\(RabbitMQTestBed.virtualHost)")
+            for (id, file) in try Self.writePasscodes(for: ids, on: bed, into: folder) {
+                print("device \(id): login \(RabbitMQTestBed.login(forDevice: id)), passcode in \(file.path)")
+            }
+            print("broker running (log: \(bed.logFile.path)); Ctrl-C stops it")
+            fflush(nil)
+            var received: Int32 = 0
+            sigwait(&signals, &received)
+        }
+
+        /// `1,2,3` as device ids.
+        static func deviceIDs(_ text: String) throws -> [UInt64] {
+            let ids = try text.split(separator: ",").map { text -> UInt64 in
+                guard let id = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+                    throw ValidationError("'\(text)' is not a device id")
+                }
+                return id
+            }
+            guard !ids.isEmpty else { throw ValidationError("no device ids given") }
+            return ids
+        }
+
+        /// Creates a broker user per device and writes each passcode to
+        /// `folder/device-<id>.passcode` (0600 in a 0700 folder): passcodes never reach argv or output.
+        @discardableResult
+        static func writePasscodes(for ids: [UInt64], on bed: RabbitMQTestBed, into folder: URL) throws -> [(
+            UInt64, URL
+        )] {
             try FileManager.default.createDirectory(
                 at: folder,
                 withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700]
             )
-            print("CONCLAVE_STOMP_URL=\(bed.webSocketURL)")
-            print("CONCLAVE_STOMP_VHOST=\(RabbitMQTestBed.virtualHost)")
+            var files: [(UInt64, URL)] = []
             for id in ids {
                 let passcode = try bed.addDevice(id)
                 let file = folder.appendingPathComponent("\(RabbitMQTestBed.login(forDevice: id)).passcode")
@@ -65,12 +87,9 @@ extension TestBedCommand {
                         attributes: [.posixPermissions: 0o600]
                     )
                 else { throw ValidationError("cannot write \(file.path)") }
-                print("device \(id): login \(RabbitMQTestBed.login(forDevice: id)), passcode in \(file.path)")
+                files.append((id, file))
             }
-            print("broker running (log: \(bed.logFile.path)); Ctrl-C stops it")
-            fflush(nil)
-            var received: Int32 = 0
-            sigwait(&signals, &received)
+            return files
         }
     }
 }

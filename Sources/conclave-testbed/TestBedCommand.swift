@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import JanusTestBed
 import Logging
+import RabbitMQTestBed
 
 #if canImport(Glibc)
     import Glibc
@@ -47,11 +48,23 @@ extension TestBedCommand {
             abstract: "Start Janus, run a command, stop Janus.",
             discussion: """
                 The command sees CONCLAVE_JANUS_URL (the WebSocket URL), CONCLAVE_ICE_ADDRESS (the \
-                address to gather ICE candidates on) and CONCLAVE_TESTBED_NAMESPACE.
+                address to gather ICE candidates on) and CONCLAVE_TESTBED_NAMESPACE. With --broker a \
+                private RabbitMQ runs too, with a user per --devices id: the command also sees \
+                CONCLAVE_BROKER_URL and CONCLAVE_BROKER_PASSCODES (a 0700 folder of \
+                device-<id>.passcode files, which conclave reads by itself).
                 """
         )
 
         @OptionGroup var options: TestBedOptions
+
+        @Flag(help: "Also start the signaling broker (RabbitMQ with Web-STOMP on loopback).")
+        var broker = false
+
+        @Option(help: "With --broker: comma-separated device ids to create broker users for.")
+        var devices: String = "1,2"
+
+        @Option(help: "With --broker: the folder for the passcode files (default: a new temporary folder).")
+        var passcodes: String?
 
         @Argument(parsing: .captureForPassthrough, help: "The command to run, after --.")
         var command: [String]
@@ -59,17 +72,35 @@ extension TestBedCommand {
         func run() throws {
             let arguments = command.first == "--" ? Array(command.dropFirst()) : command
             guard !arguments.isEmpty else { throw ValidationError("no command given after --") }
+            let ids = broker ? try Broker.deviceIDs(devices) : []
             let bed = try options.start()
             defer { bed.stop() }
             FileHandle.standardError.write(
                 Data("testbed: Janus at \(bed.webSocketURL), ICE on \(bed.hostAddress)\n".utf8)
             )
-
-            let environment = ProcessInfo.processInfo.environment.merging([
+            var exported = [
                 "CONCLAVE_JANUS_URL": bed.webSocketURL,
                 "CONCLAVE_ICE_ADDRESS": bed.hostAddress,
                 "CONCLAVE_TESTBED_NAMESPACE": bed.namespace,
-            ]) { $1 }
+            ]
+            var rabbit: RabbitMQTestBed?
+            defer { rabbit?.stop() }
+            if broker {
+                let started = try RabbitMQTestBed()
+                rabbit = started
+                let folder =
+                    passcodes.map { URL(fileURLWithPath: $0) }
+                    ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                        "conclave-passcodes-\(getpid())"
+                    )
+                try Broker.writePasscodes(for: ids, on: started, into: folder)
+                exported["CONCLAVE_BROKER_URL"] = started.webSocketURL
+                exported["CONCLAVE_BROKER_PASSCODES"] = folder.path
+                FileHandle.standardError.write(
+                    Data("testbed: broker at \(started.webSocketURL), passcodes in \(folder.path)\n".utf8)
+                )
+            }
+            let environment = ProcessInfo.processInfo.environment.merging(exported) { $1 }
             let pid = try spawnWithCleanSignals(arguments, environment: environment)
             // Ctrl-C goes to the whole foreground group: the command handles it, and we tear the
             // test bed down once it has exited.

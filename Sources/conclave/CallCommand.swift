@@ -3,6 +3,7 @@ import ConclaveE2EE
 import ConclaveFiles
 import ConclaveFormats
 import ConclaveKeyStore
+import ECallSignaling
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -25,11 +26,21 @@ struct CallCommand: AsyncParsableCommand {
                 key is wrapped for each participant's device and for this device; this device's copy is \
                 stored in the call key store so that 'conclave rejoin' can use it. Invitations are written \
                 to --out as USERID.json, in ECall's invitation fields plus janusUrl and crypto.
+
+                With --invite, each participant is USERID[:NAME]@DEVICEID=PUBLIC_KEY (numeric ids) and gets a \
+                call_invitation signed by this device over the signaling broker (--broker); the roster lists \
+                every participant and this device as the call's host. Invitation files are then written only \
+                when --out is given.
                 """
         )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var janus: JanusOptions
+        @OptionGroup var configFile: ConfigFileOption
+        @OptionGroup var signaling: SignalingOptions
+
+        @Flag(help: "Send each participant a signed invitation over the signaling broker.")
+        var invite = false
 
         @Option(name: .customLong("call-id"), help: "The call id (a decimal number).")
         var callID: UInt64
@@ -41,7 +52,7 @@ struct CallCommand: AsyncParsableCommand {
             name: .customLong("participant"),
             parsing: .singleValue,
             help: ArgumentHelp(
-                "A participant: USERID[:NAME]=PUBLIC_KEY or USERID[:NAME]=@FILE (repeat).",
+                "A participant: USERID[:NAME][@DEVICEID]=PUBLIC_KEY or ...=@FILE (repeat).",
                 valueName: "spec"
             )
         )
@@ -59,8 +70,8 @@ struct CallCommand: AsyncParsableCommand {
         @Flag(name: .customLong("audio-only"), help: "Mark the call as audio only (isVideo false).")
         var audioOnly = false
 
-        @Option(help: "Folder for the invitation files (created if missing).")
-        var out: String = "."
+        @Option(help: "Folder for the invitation files (created if missing; default: '.' without --invite).")
+        var out: String?
 
         @Flag(help: "Overwrite invitation files that already exist in --out.")
         var force = false
@@ -71,11 +82,16 @@ struct CallCommand: AsyncParsableCommand {
         /// behind, and is reported in one line.
         func run() async throws {
             let logger = global.makeLogger()
+            // The configuration is read for the broker only, as before --invite existed.
+            let settings = invite || configFile.config != nil ? try configFile.load() : ConclaveConfiguration()
             let store = try KeyStoreAccess.store(global)
             let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
             let parsed = try participants.map(ParticipantSpec.init(parsing:))
             guard !parsed.isEmpty else { throw CallCommandError("name at least one --participant") }
             try ParticipantSpec.checkDistinct(parsed)
+            // The broker and every invitee's ids are checked before anything is created.
+            let broker = invite ? try signaling.resolve(settings: settings, store: store, required: true) : nil
+            let invitees = try broker.map { try ParticipantSpec.invitees(parsed, host: $0.device.address) } ?? []
             let videoCodecs = codecs.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             guard !videoCodecs.isEmpty, videoCodecs.allSatisfy({ $0 == "h264" || $0 == "vp8" }) else {
                 throw CallCommandError("--codecs: expected h264, vp8 or h264,vp8")
@@ -84,17 +100,21 @@ struct CallCommand: AsyncParsableCommand {
             let ownKey = identity.publicKeyString
             let ownDisplay = display ?? parsed.first { $0.publicKey.publicKeyString == ownKey }?.display
             let url = try janus.resolvedURL()
-            let folder = URL(fileURLWithPath: out, isDirectory: true)
-            let files = parsed.map { folder.appendingPathComponent("\($0.fileName).json").path }
-            try checkOutput(folder: folder.path, files: files)
+            let writesFiles = !invite || out != nil
+            let folder = URL(fileURLWithPath: out ?? ".", isDirectory: true)
+            let files = writesFiles ? parsed.map { folder.appendingPathComponent("\($0.fileName).json").path } : []
+            if writesFiles { try checkOutput(folder: folder.path, files: files) }
+            // Connected before the room exists: an unreachable broker or refused login creates nothing.
+            let channel = try await broker?.connect(logger: logger)
 
             // Acting, local first: the folder, so that Janus gets a room only if we can write. A
             // folder made here is taken away again if Janus does not give us the room.
             var folderInfo = stat()
-            let folderExisted = stat(folder.path, &folderInfo) == 0
+            let folderExisted = !writesFiles || stat(folder.path, &folderInfo) == 0
             do {
-                try PrivateFiles.ensureDirectoryExists(folder.path)
+                if writesFiles { try PrivateFiles.ensureDirectoryExists(folder.path) }
             } catch {
+                await channel?.close()
                 throw CallCommandError("--out: \(error.description)")
             }
             let roomID: UInt64
@@ -113,13 +133,14 @@ struct CallCommand: AsyncParsableCommand {
                 }
             } catch {
                 if !folderExisted { rmdir(folder.path) }
+                await channel?.close()
                 throw error
             }
 
             let key = CallKey.random()
             let caller = ownDisplay.map(ParticipantDisplay.init(parsing:))
             var texts: [String] = []
-            for participant in parsed {
+            for participant in parsed where writesFiles {
                 let invitation = CallInvitation(
                     callID: callID,
                     roomID: roomID,
@@ -134,6 +155,51 @@ struct CallCommand: AsyncParsableCommand {
                 texts.append(invitation.jsonText())
             }
             let ownCopy = try KeyStoreAccess.run { try KeyWrapping.wrap(key, for: identity.publicKey) }
+            // Over the broker: one signed invitation per invitee, and this device's own (addressed
+            // to itself) kept with the key, whose roster later joins and rejoins start from.
+            var messages: [(ParticipantSpec, SignalMessage)] = []
+            var ownInvitation: String?
+            if let broker {
+                let host = broker.device.rosterEntry(isHost: true)
+                let roster = [host] + invitees.map { $0.entry }
+                do {
+                    for invitee in invitees {
+                        let message = try SignalMessage.callInvitation(
+                            callId: callID,
+                            roomId: roomID,
+                            caller: host,
+                            recipient: invitee.entry,
+                            roster: roster,
+                            key: key,
+                            janusUrl: url,
+                            crypto: crypto,
+                            isVideo: !audioOnly,
+                            signedBy: identity,
+                            at: Date()
+                        )
+                        messages.append((invitee.spec, message))
+                    }
+                    var own = try SignalMessage.callInvitation(
+                        callId: callID,
+                        roomId: roomID,
+                        caller: host,
+                        recipient: host,
+                        roster: roster,
+                        key: key,
+                        janusUrl: url,
+                        crypto: crypto,
+                        isVideo: !audioOnly,
+                        signedBy: identity,
+                        at: Date()
+                    )
+                    // The kept copy has no key: the key store holds keys in one place only.
+                    own.encryptedAESKey = nil
+                    ownInvitation = own.jsonBody()
+                } catch {
+                    await channel?.close()
+                    throw CallCommandError("cannot sign the invitations: \(error)")
+                }
+            }
 
             // All or nothing: a write that fails takes the invitations already written with it.
             var written: [String] = []
@@ -152,16 +218,34 @@ struct CallCommand: AsyncParsableCommand {
                     for: callID,
                     janusURL: url,
                     room: roomID,
-                    display: ownDisplay,
-                    cryptoFormat: crypto
+                    display: broker?.device.display ?? ownDisplay,
+                    cryptoFormat: crypto,
+                    invitation: ownInvitation
                 )
             } catch {
                 for file in written { try? PrivateFiles.removeFile(file) }
+                await channel?.close()
                 throw CallCommandError("cannot store the call key (no invitation was kept): \(error.description)")
             }
             print("Call \(callID) in room \(roomID) on \(url) (\(crypto), video \(videoCodecs.joined(separator: ",")))")
             for path in written { print("Invitation: \(path)") }
             print("This device's copy of the call key is stored for 'conclave join/rejoin'.")
+            guard let channel else { return }
+            var failed = 0
+            for (spec, message) in messages {
+                let target = "\(spec.userID)@\(spec.deviceID ?? 0) (\(spec.name))"
+                do {
+                    try await channel.send(message.jsonBody(), toDevice: spec.deviceID ?? 0)
+                    print("invited \(target): sent over the broker")
+                } catch {
+                    failed += 1
+                    print("invited \(target): NOT sent: \(error)")
+                }
+            }
+            await channel.close()
+            if failed > 0 {
+                throw CallCommandError("\(failed) of \(messages.count) invitations were not sent")
+            }
         }
 
         /// Refuses an --out that is not a folder, and invitation paths that exist (unless --force)
@@ -205,6 +289,13 @@ struct ParticipantSpec {
     var display: String
     var fileName: String
     var publicKey: DevicePublicKey
+    /// The broker device id of `USERID[:NAME]@DEVICEID=...`; needed by `--invite`.
+    var deviceID: UInt64?
+    /// The public key string as given.
+    var publicKeyString: String
+
+    /// The human-readable name of the display.
+    var name: String { ParticipantDisplay(parsing: display).name }
 
     /// The longest user id: it names a file, and ECall's ids are short.
     static let maximumUserIDLength = 128
@@ -215,8 +306,14 @@ struct ParticipantSpec {
         guard let equals = text.firstIndex(of: "=") else {
             throw CallCommandError("--participant \(text.prefix(40)): expected USERID[:NAME]=PUBLIC_KEY")
         }
-        let name = String(text[..<equals]).trimmingCharacters(in: .whitespaces)
+        var name = String(text[..<equals]).trimmingCharacters(in: .whitespaces)
         var keyText = String(text[text.index(after: equals)...])
+        // `@DEVICEID` only when all digits: user ids such as `bob@example.org` keep working in the
+        // file form, and `--invite` refuses a participant without a device id by name.
+        if let at = name.lastIndex(of: "@"), let id = UInt64(name[name.index(after: at)...]) {
+            deviceID = id
+            name = String(name[..<at])
+        }
         guard !name.isEmpty else { throw CallCommandError("--participant: the user id before '=' is empty") }
         let parsed = ParticipantDisplay(parsing: name)
         display = parsed.userID == nil ? "\(name):\(name)" : name
@@ -242,11 +339,42 @@ struct ParticipantSpec {
             }
             keyText = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
+        publicKeyString = keyText
         do {
             publicKey = try DevicePublicKey(publicKeyString: keyText)
         } catch {
             throw CallCommandError("--participant \(userID): \(error.description)")
         }
+    }
+
+    /// The roster entries of `--invite`: every participant but this device (`host`), each with
+    /// numeric user and device ids.
+    static func invitees(_ participants: [ParticipantSpec], host: DeviceAddress) throws -> [(
+        spec: ParticipantSpec, entry: RosterEntry
+    )] {
+        var result: [(spec: ParticipantSpec, entry: RosterEntry)] = []
+        for participant in participants {
+            guard let userID = UInt64(participant.userID), let deviceID = participant.deviceID else {
+                throw CallCommandError(
+                    "--participant \(participant.userID.prefix(40)): --invite needs USERID[:NAME]@DEVICEID=PUBLIC_KEY "
+                        + "with numeric ids"
+                )
+            }
+            let device = DeviceAddress(userId: userID, deviceId: deviceID)
+            if device == host { continue }
+            guard !result.contains(where: { $0.entry.device == device }) else {
+                throw CallCommandError("--participant \(userID)@\(deviceID) is given twice")
+            }
+            let entry = RosterEntry(
+                userId: userID,
+                deviceId: deviceID,
+                displayName: participant.name,
+                publicKey: participant.publicKeyString
+            )
+            result.append((participant, entry))
+        }
+        guard !result.isEmpty else { throw CallCommandError("--invite: no participant other than this device") }
+        return result
     }
 
     /// Refuses an empty, overlong or multi-line display.

@@ -40,6 +40,12 @@ struct ConfigCommand: ParsableCommand {
                 if configuration.iceTransportPolicy == .relay { set.append("relay only") }
                 if let crypto = configuration.crypto { set.append("crypto \(crypto.rawValue)") }
                 if let codec = configuration.videoCodec { set.append("video \(codec)") }
+                if let signaling = configuration.signaling {
+                    set.append("broker \(signaling.url ?? "(no url)") vhost \(signaling.virtualHost)")
+                    if signaling.passcodeFile != nil { set.append("broker passcode file set") }
+                    set.append("key rotation every \(Int(signaling.rotationSeconds)) s")
+                    if signaling.ecallCompatible { set.append("ECall-compatible signaling") }
+                }
                 if !set.isEmpty { print("  " + set.joined(separator: ", ")) }
             } catch {
                 let lines = error.issues.map { "\(path): \($0)\n" }.joined()

@@ -7,6 +7,7 @@ import ConclaveICE
 import ConclaveKeyStore
 import ConclaveMedia
 import ConclavePeerConnection
+import ECallSignaling
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -64,16 +65,20 @@ struct JoinCommand: AsyncParsableCommand {
         guard let callID = callID ?? parsedInvitation?.callID else {
             throw ValidationError("no call: pass --invitation FILE, or --call-id and --room")
         }
-        guard let room = room ?? parsedInvitation?.roomID else {
-            throw ValidationError("no room: pass --invitation FILE or --room")
-        }
-        let choice = try CallOptions.cryptoChoice(
-            crypto ?? parsedInvitation?.crypto?.rawValue ?? settings.crypto?.rawValue ?? "ecall"
-        )
         let store = KeyStore(
             dataDirectory: try KeyStoreAccess.run {
                 try DataDirectory.resolve(override: global.dataDirectory ?? settings.dataDirectory)
             }
+        )
+        // A call accepted with `conclave listen` or made with `call create` is in the key store
+        // with its room and Janus: `join --call-id` is enough.
+        let known = parsedInvitation == nil ? try? store.calls.record(for: callID) : nil
+        guard let room = room ?? parsedInvitation?.roomID ?? known?.room else {
+            throw ValidationError("no room: pass --invitation FILE or --room")
+        }
+        let choice = try CallOptions.cryptoChoice(
+            crypto ?? parsedInvitation?.crypto?.rawValue ?? settings.crypto?.rawValue ?? known?.cryptoFormat?.rawValue
+                ?? "ecall"
         )
 
         // The key: opened (never stored) before anything else happens, so a bad invitation leaves
@@ -99,8 +104,27 @@ struct JoinCommand: AsyncParsableCommand {
             }
             _ = format
         }
+        // Over the broker (flags, environment or configuration) the call's key rotates: the roster
+        // of the invitation `conclave listen` kept says who may change it.
+        let broker =
+            choice.format == nil ? nil : try call.signaling.resolve(settings: settings, store: store, required: false)
+        var roster: [RosterEntry]?
+        if broker != nil {
+            let record = try storedRecord ?? KeyStoreAccess.run { try store.calls.record(for: callID) }
+            roster = SignalingContext.roster(of: record)
+            if roster == nil {
+                if call.signaling.requested {
+                    throw CallCommandError(
+                        "call \(callID) has no signed invitation in the key store: accept it with 'conclave listen' first"
+                    )
+                }
+                logger.notice("no signed invitation stored for the call: its key is not coordinated over the broker")
+            }
+        }
         let chosenDisplay: String
-        if let given = display ?? parsedInvitation?.recipient?.display ?? storedRecord?.display {
+        if let given = display ?? (roster != nil ? broker?.device.display : nil) ?? parsedInvitation?.recipient?.display
+            ?? storedRecord?.display
+        {
             chosenDisplay = given
         } else {
             let fallback = try Self.defaultDisplay(store)
@@ -114,14 +138,14 @@ struct JoinCommand: AsyncParsableCommand {
         }
         let url =
             janus.url ?? parsedInvitation?.janusURL ?? ProcessInfo.processInfo.environment["CONCLAVE_JANUS_URL"]
-            ?? settings.janusURL
+            ?? settings.janusURL ?? known?.janusURL
         guard let url else {
             throw ValidationError(
                 "no Janus URL: pass --janus ws://HOST:8188, use an invitation, or set CONCLAVE_JANUS_URL"
             )
         }
 
-        let runner = CallRunner(
+        var runner = CallRunner(
             options: call,
             settings: settings,
             janus: janus,
@@ -134,6 +158,17 @@ struct JoinCommand: AsyncParsableCommand {
             allowEarlierInstance: false,
             logger: logger
         )
+        if let broker, let roster {
+            let connected = try await broker.connect(logger: logger)
+            runner.signaling = SignalingContext(
+                setup: broker,
+                channel: connected,
+                roster: roster,
+                store: store,
+                epoch: storedRecord?.history.last?.epoch ?? 0,
+                close: { await connected.close() }
+            )
+        }
         try await runner.run { session in
             // Stored only once the call is joined: a refused join leaves the key store untouched.
             guard let parsedInvitation, choice.format != nil else {
@@ -186,6 +221,7 @@ extension JoinCommand {
 struct CallOptions: ParsableArguments {
     @OptionGroup var configFile: ConfigFileOption
     @OptionGroup var ice: ICEOptions
+    @OptionGroup var signaling: SignalingOptions
 
     @Option(help: "Audio to send: tone, a media file, or none.")
     var audio: String = "tone"
@@ -266,6 +302,8 @@ struct CallRunner {
     var key: CallKey?
     var allowEarlierInstance: Bool
     var logger: Logger
+    /// The broker that carries the call's key messages; nil for a call whose key never changes.
+    var signaling: SignalingContext? = nil
 
     /// Joins, calls `joined` once in the call, runs until a signal or the duration, leaves.
     func run(joined: (CallSession) async throws -> Void) async throws {
@@ -285,7 +323,7 @@ struct CallRunner {
                         janusURL: janusURL,
                         recorderVersion: conclaveVersion,
                         cryptoFormat: crypto.format?.rawValue ?? "none",
-                        keyEpochs: key == nil ? [] : [0]
+                        keyEpochs: key == nil ? [] : [signaling?.epoch ?? 0]
                     ),
                     logger: logger
                 )
@@ -293,7 +331,7 @@ struct CallRunner {
                 throw CallCommandError("cannot record into \(directory): \(error)")
             }
         }
-        let observers: [any CallMediaObserver] = recording.map { [$0] } ?? []
+        var observers: [any CallMediaObserver] = recording.map { [$0] } ?? []
 
         let codec = options.codec ?? settings.videoCodec ?? .h264
         guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
@@ -323,7 +361,24 @@ struct CallRunner {
         }
 
         var frameCrypto: CallFrameCrypto?
-        if let format = crypto.format, let key {
+        var brokerKeys: BrokerKeys?
+        if let format = crypto.format, let signaling {
+            var epochApplied: (@Sendable (CallKeyCoordinator.AppliedEpoch) -> Void)?
+            if let recording {
+                epochApplied = { recording.keyEpochApplied($0.epoch, validFrom: $0.validFrom) }
+            }
+            let keys = try await BrokerKeys.start(
+                context: signaling,
+                callID: callID,
+                format: format,
+                key: key,
+                logger: logger,
+                epochApplied: epochApplied
+            )
+            brokerKeys = keys
+            frameCrypto = keys.crypto
+            observers.append(keys.coordinator.participantObserver)
+        } else if let format = crypto.format, let key {
             let crypto = CallFrameCrypto(callID: callID, format: format, logger: logger)
             crypto.keyRing.install(key, epoch: 0)
             frameCrypto = crypto
@@ -358,16 +413,29 @@ struct CallRunner {
         do {
             try await session.join()
         } catch {
+            await brokerKeys?.coordinator.stop(keepHistory: signaling?.keepHistory ?? false)
+            await signaling?.close()
             _ = await recording?.finish()
             throw CallCommandError(error.description)
         }
         try await joined(session)
+        if let brokerKeys, key == nil {
+            // Scripts wait for this line.
+            print("no key for call \(callID): asking the participants for it (rejoin by request)")
+            fflush(nil)
+            await brokerKeys.coordinator.requestRejoin()
+        }
 
+        let keysForStatus = brokerKeys
         let printer = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
-                mode.show(await session.status())
+                if let brokerKeys = keysForStatus {
+                    mode.show(KeyedStatus(report: await session.status(), keys: await brokerKeys.figures()))
+                } else {
+                    mode.show(await session.status())
+                }
             }
         }
         let reason = await stop.wait(timeout: options.duration.map { Duration.milliseconds(Int64($0 * 1000)) })
@@ -375,6 +443,8 @@ struct CallRunner {
         printer.cancel()
         let final = await session.status()
         await session.leave()
+        await brokerKeys?.coordinator.stop(keepHistory: (signaling?.keepHistory ?? false) || options.record != nil)
+        await signaling?.close()
         if let recording {
             _ = await recording.finish()
             logger.notice("recording finished", metadata: ["directory": "\(options.record ?? "")"])
@@ -382,7 +452,11 @@ struct CallRunner {
         var last = final
         last.state = await session.currentPhase
         last.janus = .closed
-        mode.show(last)
+        if let brokerKeys {
+            mode.show(KeyedStatus(report: last, keys: await brokerKeys.figures()))
+        } else {
+            mode.show(last)
+        }
         if mode == .tty { print("") }
     }
 

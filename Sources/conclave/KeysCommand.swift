@@ -8,7 +8,9 @@ struct KeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "Manage this device's key pair and wrap or unwrap call keys.",
-        subcommands: [Init.self, Show.self, Export.self, Wrap.self, Unwrap.self, Calls.self]
+        subcommands: [
+            Init.self, SetDetails.self, Show.self, Export.self, Wrap.self, Unwrap.self, Calls.self, Forget.self,
+        ]
     )
 
     /// `keys init`: create the device key pair.
@@ -29,21 +31,25 @@ struct KeysCommand: ParsableCommand {
         @Option(help: "Our display for calls, USERID:NAME, used by 'join' when nothing else names us.")
         var display: String?
 
+        @Option(
+            name: .customLong("device-id"),
+            help:
+                "This device's id on the signaling broker (ECall's deviceId); with a numeric USERID it enables calls over the broker."
+        )
+        var deviceID: UInt64?
+
         @Flag(help: "Replace an existing key pair (kept in keys/previous/). Peers must learn the new public key.")
         var force = false
 
         func run() throws {
-            if let display {
-                guard !display.isEmpty, display.count <= 256, !display.contains(where: \.isNewline) else {
-                    throw CallCommandError("--display: expected USERID:NAME on one line, at most 256 characters")
-                }
-            }
+            if let display { try SetDetails.checkDisplay(display) }
             let store = try KeyStoreAccess.store(global)
             try KeyStoreAccess.run {
                 let created = try store.initializeDeviceIdentity(
                     type: type,
                     replacing: force,
-                    display: display.map(CallOptions.normalizedDisplay)
+                    display: display.map(CallOptions.normalizedDisplay),
+                    deviceID: deviceID
                 )
                 global.makeLogger().info("created device key", metadata: ["type": "\(type)"])
                 if let replaced = created.replaced {
@@ -53,6 +59,42 @@ struct KeysCommand: ParsableCommand {
                 print("Created \(created.identity.type) device key in \(store.deviceKeyFile.path)")
                 printSummary(created.identity)
                 if let display = created.display { print("Display:     \(display)") }
+                if let deviceID = created.deviceID { print("Device id:   \(deviceID)") }
+            }
+        }
+    }
+
+    /// `keys set`: the display and device id of the existing key pair.
+    struct SetDetails: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: "Set this device's display (USERID:NAME) or broker device id, keeping its key pair."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: "Our display for calls, USERID:NAME.")
+        var display: String?
+
+        @Option(name: .customLong("device-id"), help: "This device's id on the signaling broker.")
+        var deviceID: UInt64?
+
+        func run() throws {
+            guard display != nil || deviceID != nil else {
+                throw CallCommandError("nothing to set: pass --display USERID:NAME or --device-id N")
+            }
+            if let display { try Self.checkDisplay(display) }
+            let store = try KeyStoreAccess.store(global)
+            try KeyStoreAccess.run {
+                try store.updateDeviceDetails(display: display.map(CallOptions.normalizedDisplay), deviceID: deviceID)
+            }
+            if let display { print("Display:     \(CallOptions.normalizedDisplay(display))") }
+            if let deviceID { print("Device id:   \(deviceID)") }
+        }
+
+        static func checkDisplay(_ display: String) throws {
+            guard !display.isEmpty, display.count <= 256, !display.contains(where: \.isNewline) else {
+                throw CallCommandError("--display: expected USERID:NAME on one line, at most 256 characters")
             }
         }
     }
@@ -69,11 +111,16 @@ struct KeysCommand: ParsableCommand {
         var `public` = false
 
         func run() throws {
-            let identity = try KeyStoreAccess.identity(global)
+            let store = try KeyStoreAccess.store(global)
+            let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
             if `public` {
                 print(identity.publicKeyString)
             } else {
                 printSummary(identity)
+                if let display = try KeyStoreAccess.run({ try store.deviceDisplay() }) {
+                    print("Display:     \(display)")
+                }
+                if let deviceID = try KeyStoreAccess.run({ try store.deviceID() }) { print("Device id:   \(deviceID)") }
             }
         }
     }
@@ -183,6 +230,42 @@ struct KeysCommand: ParsableCommand {
                     if let format = record.cryptoFormat { fields.append("format=\(format)") }
                     if let url = record.janusURL { fields.append("janus=\(url)") }
                     print(fields.joined(separator: " "))
+                }
+            }
+        }
+    }
+}
+
+extension KeysCommand {
+    /// `keys forget CALL_ID`: drop a call's keys.
+    struct Forget: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Forget a call's stored keys (and, unless --keep-details, everything stored about it)."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The call id.")
+        var callID: UInt64
+
+        @Flag(
+            name: .customLong("keep-details"),
+            help: "Keep the room, Janus URL and roster: 'conclave rejoin' then asks the participants for the key."
+        )
+        var keepDetails = false
+
+        func run() throws {
+            let store = try KeyStoreAccess.store(global)
+            try KeyStoreAccess.run {
+                guard try store.calls.record(for: callID) != nil else {
+                    throw KeysCommandError(message: "no call \(callID) in \(store.keysDirectory.path)")
+                }
+                if keepDetails {
+                    try store.calls.forgetKeys(for: callID)
+                    print("Forgot the keys of call \(callID); its details are kept")
+                } else {
+                    try store.calls.remove(callID)
+                    print("Forgot call \(callID)")
                 }
             }
         }

@@ -6,6 +6,7 @@ import ConclaveFormats
 import ConclaveKeyStore
 import ConclaveRecorder
 import Dispatch
+import ECallSignaling
 import Foundation
 import JanusClient
 import Logging
@@ -31,6 +32,7 @@ struct RecordCommand: AsyncParsableCommand {
     @OptionGroup var janus: JanusOptions
     @OptionGroup var configFile: ConfigFileOption
     @OptionGroup var ice: ICEOptions
+    @OptionGroup var signaling: SignalingOptions
 
     @Option(help: "The VideoRoom room id.")
     var room: UInt64
@@ -93,6 +95,23 @@ struct RecordCommand: AsyncParsableCommand {
             callCrypto.keyRing.install(key.key, epoch: key.epoch)
             frameCrypto = callCrypto
         }
+        // Over the broker the recorder follows the call's key rotations as an invited device: the
+        // roster of the invitation `conclave listen` kept says who may change the key.
+        var broker: (setup: BrokerSetup, roster: [RosterEntry], store: KeyStore)?
+        if crypto != .none {
+            let store = try KeyStoreAccess.store(global, configured: settings.dataDirectory)
+            if let setup = try signaling.resolve(settings: settings, store: store, required: false) {
+                let record = try KeyStoreAccess.run { try store.calls.record(for: callID) }
+                if let roster = SignalingContext.roster(of: record) {
+                    broker = (setup, roster, store)
+                } else if signaling.requested {
+                    throw RecordCommandError(
+                        message:
+                            "call \(callID) has no signed invitation in the key store: accept it with 'conclave listen' first"
+                    )
+                }
+            }
+        }
         let directory = out ?? Self.defaultDirectory(callID: callID, in: settings.recordingsDirectory ?? "recordings")
         // An existing recording is refused before anything touches the network or the disk.
         do {
@@ -102,6 +121,7 @@ struct RecordCommand: AsyncParsableCommand {
         }
 
         let signals = StopSignals()
+        let channel = try await broker?.setup.connect(logger: logger)
         let connection = try await JanusConnection.connect(
             to: url,
             options: janus.connectionOptions(settings: settings),
@@ -138,7 +158,30 @@ struct RecordCommand: AsyncParsableCommand {
         } catch {
             await listener.leave()
             await connection.close()
+            await channel?.close()
             throw RecordCommandError(message: error.description)
+        }
+        var observers: [any CallMediaObserver] = [recording]
+        var brokerKeys: BrokerKeys?
+        if let broker, let channel, let format = FrameCryptoFormat(rawValue: crypto.rawValue) {
+            let keys = try await BrokerKeys.start(
+                context: SignalingContext(
+                    setup: broker.setup,
+                    channel: channel,
+                    roster: broker.roster,
+                    store: broker.store,
+                    epoch: key?.epoch ?? 0,
+                    keepHistory: true
+                ),
+                callID: callID,
+                format: format,
+                key: key?.key,
+                logger: logger,
+                epochApplied: { recording.keyEpochApplied($0.epoch, validFrom: $0.validFrom) }
+            )
+            brokerKeys = keys
+            frameCrypto = keys.crypto
+            observers.append(keys.coordinator.participantObserver)
         }
         let subscription = RoomSubscription(
             session: try await connection.createSession(),
@@ -150,7 +193,7 @@ struct RecordCommand: AsyncParsableCommand {
             ),
             initialPublishers: listener.joined.publishers,
             roomEvents: listener.roomEvents,
-            observers: [recording],
+            observers: observers,
             logger: logger
         )
         // A recording that misses a keyframe asks the sender for one through the subscriber that
@@ -167,31 +210,45 @@ struct RecordCommand: AsyncParsableCommand {
         let mode = status ?? (isatty(STDOUT_FILENO) == 1 ? .tty : .json)
         let origin = ContinuousClock.now
         // No status wanted, no snapshot asked for: the recorder then builds none.
+        let keysForStatus = brokerKeys
         let printer = Task {
             while mode != .none, !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
                 guard let manifest = recording.snapshot() else { continue }
-                mode.show(
-                    RecordingStatus(manifest: manifest, directory: directory, elapsed: ContinuousClock.now - origin)
+                let status = RecordingStatus(
+                    manifest: manifest,
+                    directory: directory,
+                    elapsed: ContinuousClock.now - origin
                 )
+                if let brokerKeys = keysForStatus {
+                    mode.show(KeyedStatus(report: status, keys: await brokerKeys.figures()))
+                } else {
+                    mode.show(status)
+                }
             }
         }
         let reason = await signals.wait(timeout: duration.map { Duration.milliseconds(Int64($0 * 1000)) })
         printer.cancel()
         logger.notice("stopping", metadata: ["reason": "\(Self.describe(reason))"])
         await subscription.close()
+        // Every epoch stays in the key store: `recordings repair` may need any of them.
+        await brokerKeys?.coordinator.stop(keepHistory: true)
+        await channel?.close()
         let manifest = await recording.finish()
         await listener.leave()
         await connection.close()
-        mode.show(
-            RecordingStatus(
-                manifest: manifest,
-                directory: directory,
-                elapsed: ContinuousClock.now - origin,
-                state: "finished"
-            )
+        let final = RecordingStatus(
+            manifest: manifest,
+            directory: directory,
+            elapsed: ContinuousClock.now - origin,
+            state: "finished"
         )
+        if let brokerKeys {
+            mode.show(KeyedStatus(report: final, keys: await brokerKeys.figures()))
+        } else {
+            mode.show(final)
+        }
         if mode == .tty { print("") }
         Self.printSummary(manifest, directory: directory)
     }

@@ -47,9 +47,23 @@ struct RejoinCommand: AsyncParsableCommand {
             )
         }
         let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
-        let key = try KeyStoreAccess.run { try store.openCallKey(record.wrappedKey, with: identity) }
+        let broker = try call.signaling.resolve(settings: settings, store: store, required: false)
+        let roster = broker == nil ? nil : SignalingContext.roster(of: record)
+        if broker != nil, roster == nil, call.signaling.requested {
+            throw CallCommandError(
+                "call \(callID) has no signed invitation in the key store: it was not joined over the broker"
+            )
+        }
+        // Over the broker a key that no longer opens (the device key was replaced, the key file
+        // damaged) is asked for from the participants instead: rejoin by request.
+        let key: CallKey?
+        if let roster, !roster.isEmpty {
+            key = record.wrappedKey.isEmpty ? nil : try? store.openCallKey(record.wrappedKey, with: identity)
+        } else {
+            key = try KeyStoreAccess.run { try store.openCallKey(record.wrappedKey, with: identity) }
+        }
         let format = record.cryptoFormat ?? .ecall
-        let runner = CallRunner(
+        var runner = CallRunner(
             options: call,
             settings: settings,
             janus: janus,
@@ -62,6 +76,17 @@ struct RejoinCommand: AsyncParsableCommand {
             allowEarlierInstance: true,
             logger: logger
         )
+        if let broker, let roster {
+            let connected = try await broker.connect(logger: logger)
+            runner.signaling = SignalingContext(
+                setup: broker,
+                channel: connected,
+                roster: roster,
+                store: store,
+                epoch: key == nil ? 0 : record.history.last?.epoch ?? 0,
+                close: { await connected.close() }
+            )
+        }
         try await runner.run { _ in }
     }
 }

@@ -25,7 +25,10 @@ private let stopSignalPipe = Atomic<Int32>(-1)
 /// arrives (no polling). A dispatch *signal* source is not used because it only sees signals that
 /// stay blocked in every thread, and the main thread unblocks SIGINT and SIGTERM at start (so that
 /// a child of a parent that blocks them can still be stopped).
-final class StopSignals {
+///
+/// Sendable: both properties are constants, the stream is Sendable and the source is only kept
+/// alive here (its handler runs on its own queue).
+final class StopSignals: @unchecked Sendable {
     private let signals: AsyncStream<Int32>
     /// Watches the pipe; nil when no pipe could be made.
     private let source: (any DispatchSourceRead)?

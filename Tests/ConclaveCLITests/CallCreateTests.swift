@@ -53,6 +53,28 @@ import Testing
         #expect(!setup.storedCall)
     }
 
+    @Test func inviteNeedsNumericIdsADeviceIdAndABrokerBeforeAnythingIsCreated() throws {
+        // The file form still takes any user id, '@' included.
+        let setup = try Setup(names: ["bob@example.org", "12:Bob@102", "12:Bob"])
+        let ids = try conclave(["keys", "set", "--display", "11:Alice", "--device-id", "101", "--data-dir", setup.data])
+        #expect(ids.succeeded, "\(ids.errorOutput)")
+        let passcode = setup.directory.appendingPathComponent("passcode")
+        try Data("unused".utf8).write(to: passcode)
+        let broker = ["--broker", "ws://127.0.0.1:9/ws", "--passcode-file", passcode.path]
+        for (specs, extra, message) in [
+            (["12:Bob"], ["--invite"] + broker, "--invite needs USERID[:NAME]@DEVICEID=PUBLIC_KEY"),
+            (["bob@example.org"], ["--invite"] + broker, "--invite needs USERID[:NAME]@DEVICEID=PUBLIC_KEY"),
+            (["12:Bob@102"], ["--invite"], "no signaling broker"),
+        ] {
+            let result = try setup.create(specs, extra)
+            #expect(result.status != 0)
+            #expect(result.errorOutput.contains(message), "\(specs): \(result.errorOutput)")
+            #expect(result.errorOutput.split(separator: "\n").count == 1, "\(result.errorOutput)")
+            #expect(!setup.outExists)
+            #expect(!setup.storedCall)
+        }
+    }
+
     @Test func idsThatShareAnInvitationFileAreRefused() throws {
         let setup = try Setup(names: ["a/b", "a_b", "a.b"])
         let result = try setup.create(["a/b", "a_b", "a.b"])

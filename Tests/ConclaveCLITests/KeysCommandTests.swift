@@ -55,6 +55,49 @@ struct KeysCommandTests {
         #expect(info.st_mode & 0o777 == 0o700)
     }
 
+    @Test("init --device-id and keys set store the broker ids; signaling without them is one clear error")
+    func deviceIDs() throws {
+        let dir = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try conclave(["keys", "init", "--type", "p256", "--display", "Alice"], dataDir: dir).succeeded)
+        // A display without a numeric user id and no device id: the broker cannot address us.
+        let environment = ["CONCLAVE_BROKER_PASSCODE": "unused"]
+        let noIDs = try runProcess(
+            Self.binary,
+            ["listen", "--broker", "ws://127.0.0.1:9/ws", "--data-dir", dir.path],
+            environment: environment,
+            timeout: .seconds(60)
+        )
+        #expect(noIDs.status != 0)
+        #expect(noIDs.errorOutput.contains("keys set --display USERID:NAME"), "\(noIDs.errorOutput)")
+        #expect(try conclave(["keys", "set", "--display", "1001:Alice"], dataDir: dir).succeeded)
+        let noDevice = try runProcess(
+            Self.binary,
+            ["listen", "--broker", "ws://127.0.0.1:9/ws", "--data-dir", dir.path],
+            environment: environment,
+            timeout: .seconds(60)
+        )
+        #expect(noDevice.errorOutput.contains("keys set --device-id N"), "\(noDevice.errorOutput)")
+        let set = try conclave(["keys", "set", "--device-id", "2001"], dataDir: dir)
+        #expect(set.succeeded, "\(set.errorOutput)")
+        let shown = try conclave(["keys", "show"], dataDir: dir).output
+        #expect(shown.contains("Display:     1001:Alice"), "\(shown)")
+        #expect(shown.contains("Device id:   2001"), "\(shown)")
+        // Replacing the key keeps the ids; init can also set them at once.
+        #expect(
+            try conclave(["keys", "init", "--force", "--type", "p256"], dataDir: dir).output.contains(
+                "Device id:   2001"
+            )
+        )
+        let other = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: other) }
+        let created = try conclave(
+            ["keys", "init", "--type", "p256", "--display", "1002:Bob", "--device-id", "2002"],
+            dataDir: other
+        )
+        #expect(created.output.contains("Device id:   2002"), "\(created.output)")
+    }
+
     @Test("init twice fails without --force and succeeds with it")
     func initTwice() throws {
         let dir = try TestPaths.temporaryDirectory()

@@ -20,6 +20,36 @@ import Testing
         #expect(configuration.videoCodec == .h264)
         #expect(configuration.videoFrameRate == 30)
         #expect(configuration.audioBitrate == 32000)
+        #expect(configuration.signaling?.url == "ws://127.0.0.1:15674/ws")
+        #expect(configuration.signaling?.virtualHost == "ecall")
+        #expect(configuration.signaling?.login == "device-2001")
+        #expect(configuration.signaling?.passcodeFile == "/var/lib/conclave/broker-passcode")
+        #expect(configuration.signaling?.rotationSeconds == 300)
+        #expect(configuration.signaling?.ecallCompatible == false)
+    }
+
+    @Test func theSignalingSectionHasDefaultsAndChecksItsValues() {
+        let (defaults, none) = ConfigurationFile.parse(Data(#"{"signaling": {"url": "ws://127.0.0.1:15674/ws"}}"#.utf8))
+        #expect(none.isEmpty, "\(none)")
+        #expect(defaults.signaling?.virtualHost == "ecall")
+        #expect(defaults.signaling?.login == nil)
+        #expect(defaults.signaling?.rotationSeconds == 300)
+        #expect(defaults.signaling?.ecallCompatible == false)
+        let text = """
+            {"signaling": {"url": "http://broker/ws", "rotationSeconds": 0.5, "ecallCompatible": "yes",
+                           "passcode": "secret", "login": ""}}
+            """
+        let (_, issues) = ConfigurationFile.parse(Data(text.utf8))
+        #expect(
+            Set(issues.map(\.keyPath))
+                == [
+                    "signaling.url", "signaling.rotationSeconds", "signaling.ecallCompatible", "signaling.passcode",
+                    "signaling.login",
+                ],
+            "\(issues)"
+        )
+        // A passcode in the file is refused by name: it belongs in passcodeFile.
+        #expect(issues.first { $0.keyPath == "signaling.passcode" }?.problem.contains("passcodeFile") == true)
     }
 
     @Test func everyProblemIsReportedWithItsKeyPath() {
