@@ -166,6 +166,7 @@ struct JoinCommand: AsyncParsableCommand {
                 roster: roster,
                 store: store,
                 epoch: storedRecord?.history.last?.epoch ?? 0,
+                keepHistory: call.signaling.keepKeyHistory,
                 close: { await connected.close() }
             )
         }

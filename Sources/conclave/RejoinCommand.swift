@@ -84,6 +84,7 @@ struct RejoinCommand: AsyncParsableCommand {
                 roster: roster,
                 store: store,
                 epoch: key == nil ? 0 : record.history.last?.epoch ?? 0,
+                keepHistory: call.signaling.keepKeyHistory,
                 close: { await connected.close() }
             )
         }

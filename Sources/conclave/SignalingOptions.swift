@@ -50,6 +50,13 @@ struct SignalingOptions: ParsableArguments {
     )
     var ecallCompatible = false
 
+    @Flag(
+        name: .customLong("keep-key-history"),
+        help:
+            "Keep every key epoch of the call in the key store after it ends (default: the current and previous only; recordings always keep them, for repair)."
+    )
+    var keepKeyHistory = false
+
     /// Whether the command line asks for the broker. The environment and the configuration file
     /// only offer one: a device without broker ids then joins as before, without it.
     var requested: Bool {

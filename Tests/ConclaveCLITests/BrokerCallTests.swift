@@ -96,7 +96,7 @@ import Testing
         }
         let host = try CallProcess(
             "alice",
-            arguments: ["join", "--call-id", "\(callID)"] + brokerArguments(alice) + media,
+            arguments: ["join", "--call-id", "\(callID)", "--keep-key-history"] + brokerArguments(alice) + media,
             in: directory
         )
         let participants = [
@@ -259,6 +259,17 @@ import Testing
         #expect(current.isSubset(of: framesOf), "frames of epochs \(framesOf.sorted()), current \(current.sorted())")
         let inspect = try conclave(["recordings", "inspect", recording.deletingLastPathComponent().path])
         #expect(inspect.output.contains("key epoch \(full.last ?? 0) from"), "\(inspect.output)")
+
+        // After the call, a key store keeps the current and previous epochs only, unless asked
+        // (alice joined with --keep-key-history).
+        func storedEpochs(_ device: Device) throws -> Int {
+            let file = URL(fileURLWithPath: device.dataDirectory).appendingPathComponent("keys/calls/\(callID).json")
+            let stored = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any]
+            return ((stored?["record"] as? [String: Any])?["history"] as? [[String: Any]])?.count ?? 0
+        }
+        let kept = try storedEpochs(alice)
+        #expect(kept >= (applied["alice"] ?? []).count, "alice kept \(kept) epochs, applied \(applied["alice"] ?? [])")
+        #expect(try storedEpochs(devices[1]) <= 2, "bob")
     }
 
     @Test func listenLogsWhatItCannotUseInOneLineEachAndLeavesOnSIGTERM() async throws {
