@@ -29,117 +29,36 @@ public protocol JanusTransport: AnyObject, Sendable {
     func abort() async
 }
 
-/// Janus's WebSocket API over ``WebSocketClient`` (subprotocol `janus-protocol`).
+/// Janus's WebSocket API over a ``WebSocketChannel`` (subprotocol `janus-protocol`).
 public final class JanusWebSocketTransport: JanusTransport {
-    private enum Stage {
-        case idle
-        case opening(CheckedContinuation<Void, any Error>, @Sendable (JanusTransportEvent) -> Void)
-        case open(@Sendable (JanusTransportEvent) -> Void)
-        case ended
-    }
-
     /// The server.
-    public let url: WebSocketURL
-    private let tls: TLSOptions
-    private let logger: Logger
-    private let stage = Mutex(Stage.idle)
-    /// The handler of ``open(handler:)``, for messages. Written once, before the client (and so its
-    /// service thread, the only reader) exists.
-    private nonisolated(unsafe) var messageHandler: (@Sendable (JanusTransportEvent) -> Void)?
-    private let client = Mutex<WebSocketClient?>(nil)
+    public var url: WebSocketURL { channel.url }
+    private let channel: WebSocketChannel
 
     /// A transport to `url`; nothing happens until ``open(handler:)``.
     public init(url: WebSocketURL, tls: TLSOptions = TLSOptions(), logger: Logger = Logger(label: "conclave.janus")) {
-        self.url = url
-        self.tls = tls
-        self.logger = logger
+        // Janus refuses the upgrade without its subprotocol.
+        channel = WebSocketChannel(url: url, subprotocols: ["janus-protocol"], tls: tls, logger: logger)
     }
 
     public func open(handler: @escaping @Sendable (JanusTransportEvent) -> Void) async throws(JanusClientError) {
         do {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                messageHandler = handler
-                stage.withLock { $0 = .opening(continuation, handler) }
-                do throws(WebSocketError) {
-                    let socket = try WebSocketClient(
-                        url: url,
-                        subprotocols: ["janus-protocol"],  // Janus refuses the upgrade without it
-                        tls: tls,
-                        logger: logger
-                    ) { [weak self] event in self?.handle(event) }
-                    client.withLock { $0 = socket }
-                } catch {
-                    let waiting = stage.withLock { stage -> CheckedContinuation<Void, any Error>? in
-                        defer { stage = .ended }
-                        if case .opening(let continuation, _) = stage { return continuation }
-                        return nil
-                    }
-                    waiting?.resume(throwing: JanusClientError(error))
+            try await channel.open { event in
+                switch event {
+                case .message(let text): handler(.message(text))
+                case .closed(let error): handler(.closed(error.map(JanusClientError.init)))
                 }
             }
-        } catch let error as JanusClientError {
-            throw error
         } catch {
-            throw JanusClientError(.unreachable, "cannot connect to \(url): \(error)")
+            throw JanusClientError(error)
         }
     }
 
-    public func send(_ text: String) {
-        client.withLock { $0 }?.send(text)
-    }
+    public func send(_ text: String) { channel.send(text) }
 
-    public func close() async {
-        await Self.offThread(client.withLock { $0 }) { $0.close() }
-    }
+    public func close() async { await channel.close() }
 
-    public func abort() async {
-        await Self.offThread(client.withLock { $0 }) { $0.abort() }
-    }
-
-    /// Runs on the service thread.
-    private func handle(_ event: WebSocketClient.Event) {
-        switch event {
-        case .open:
-            let waiting = stage.withLock { stage -> CheckedContinuation<Void, any Error>? in
-                guard case .opening(let continuation, let handler) = stage else { return nil }
-                stage = .open(handler)
-                return continuation
-            }
-            waiting?.resume()
-        case .message(let text):
-            // Set before the socket existed and never changed: read without the lock.
-            messageHandler?(.message(text))
-        case .closed(let error):
-            let previous = stage.withLock { stage in
-                defer { stage = .ended }
-                return stage
-            }
-            switch previous {
-            case .opening(let continuation, _):
-                continuation.resume(
-                    throwing: error.map(JanusClientError.init)
-                        ?? JanusClientError(.connectionClosed, "the connection to \(url) closed while opening")
-                )
-            case .open(let handler):
-                handler(.closed(error.map(JanusClientError.init)))
-            case .idle, .ended:
-                break
-            }
-        }
-    }
-
-    /// Closing waits for the service thread to end; do that off the caller's executor.
-    private static func offThread(_ client: WebSocketClient?, _ body: @escaping @Sendable (WebSocketClient) -> Void)
-        async
-    {
-        guard let client else { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                body(client)
-                continuation.resume()
-            }
-        }
-    }
+    public func abort() async { await channel.abort() }
 }
 
 extension JanusClientError {

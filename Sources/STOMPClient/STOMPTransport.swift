@@ -22,103 +22,43 @@ public protocol STOMPTransport: AnyObject, Sendable {
     func close() async
 }
 
-/// STOMP over ``WebSocketClient``, subprotocol `v12.stomp` (RabbitMQ Web-STOMP's).
+/// STOMP over a ``WebSocketChannel``, subprotocol `v12.stomp` (RabbitMQ Web-STOMP's).
 public final class STOMPWebSocketTransport: STOMPTransport {
-    private enum Stage {
-        case idle
-        case opening(CheckedContinuation<Void, any Error>)
-        case open
-        case ended
-    }
-
-    public let url: WebSocketURL
-    private let tls: TLSOptions
-    private let logger: Logger
-    private let stage = Mutex(Stage.idle)
-    /// Written once before the socket (and its service thread, the only reader) exists.
-    private nonisolated(unsafe) var handler: (@Sendable (STOMPTransportEvent) -> Void)?
-    private let client = Mutex<WebSocketClient?>(nil)
+    public var url: WebSocketURL { channel.url }
+    private let channel: WebSocketChannel
+    /// Set by ``close()``: the protocol promises no events after it, not even the `.closed(nil)`
+    /// that the channel reports for a close we asked for.
+    private let closing = Mutex(false)
 
     public init(url: WebSocketURL, tls: TLSOptions = TLSOptions(), logger: Logger = Logger(label: "conclave.stomp")) {
-        self.url = url
-        self.tls = tls
-        self.logger = logger
+        channel = WebSocketChannel(
+            url: url,
+            subprotocols: ["v12.stomp"],
+            tls: tls,
+            threadName: "conclave-stomp",
+            logger: logger
+        )
     }
 
     public func open(handler: @escaping @Sendable (STOMPTransportEvent) -> Void) async throws(STOMPError) {
         do {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                self.handler = handler
-                stage.withLock { $0 = .opening(continuation) }
-                do throws(WebSocketError) {
-                    let socket = try WebSocketClient(
-                        url: url,
-                        subprotocols: ["v12.stomp"],
-                        tls: tls,
-                        threadName: "conclave-stomp",
-                        logger: logger
-                    ) { [weak self] event in self?.handle(event) }
-                    client.withLock { $0 = socket }
-                } catch {
-                    let waiting = stage.withLock { stage -> CheckedContinuation<Void, any Error>? in
-                        defer { stage = .ended }
-                        if case .opening(let continuation) = stage { return continuation }
-                        return nil
-                    }
-                    waiting?.resume(throwing: STOMPError(error))
+            try await channel.open { [weak self] event in
+                guard let self, !self.closing.withLock({ $0 }) else { return }
+                switch event {
+                case .message(let text): handler(.message(text))
+                case .closed(let error): handler(.closed(error.map(STOMPError.init)))
                 }
             }
-        } catch let error as STOMPError {
-            throw error
         } catch {
-            throw STOMPError(.unreachable, "cannot connect to \(url): \(error)")
+            throw STOMPError(error)
         }
     }
 
-    public func send(_ text: String) {
-        client.withLock { $0 }?.send(text)
-    }
+    public func send(_ text: String) { channel.send(text) }
 
     public func close() async {
-        stage.withLock { $0 = .ended }
-        guard let socket = client.withLock({ $0 }) else { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                socket.close()
-                continuation.resume()
-            }
-        }
-    }
-
-    /// On the service thread.
-    private func handle(_ event: WebSocketClient.Event) {
-        switch event {
-        case .open:
-            let waiting = stage.withLock { stage -> CheckedContinuation<Void, any Error>? in
-                guard case .opening(let continuation) = stage else { return nil }
-                stage = .open
-                return continuation
-            }
-            waiting?.resume()
-        case .message(let text):
-            handler?(.message(text))
-        case .closed(let error):
-            let previous = stage.withLock { stage in
-                defer { stage = .ended }
-                return stage
-            }
-            switch previous {
-            case .opening(let continuation):
-                continuation.resume(
-                    throwing: error.map(STOMPError.init)
-                        ?? STOMPError(.connectionClosed, "the connection to \(url) closed while opening")
-                )
-            case .open:
-                handler?(.closed(error.map(STOMPError.init)))
-            case .idle, .ended:
-                break
-            }
-        }
+        closing.withLock { $0 = true }
+        await channel.close()
     }
 }
 
