@@ -82,7 +82,19 @@ import Testing
             logger: logger
         )
         try await observer.wait { $0.joined.count == 3 }
-        try await #require(subscription.subscriber).transport.waitUntilConnected(within: .seconds(10))
+        let subscriber = try #require(subscription.subscriber)
+        try await subscriber.transport.waitUntilConnected(within: .seconds(10))
+        // A publisher that joins after the subscription was made is added by a renegotiation that
+        // ends after `joined` is reported: wait until the receive session has all six streams, or
+        // the first frames of that publisher arrive before its stream exists (and are dropped).
+        let deadline = ContinuousClock.now + .seconds(10)
+        let wanted = Set(publishers.map(\.feedID))
+        while ContinuousClock.now < deadline {
+            let feeds = Set(subscriber.streams.filter(\.isActive).compactMap(\.feedID))
+            if wanted.isSubset(of: feeds), await subscriber.statistics.count >= 6 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(await subscriber.statistics.count >= 6, "streams configured: \(subscriber.streams)")
 
         // Stream every file in real time, audio and video, all publishers at once.
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -141,6 +141,9 @@ struct STOMPIntegrationTests {
         #expect(await events1.first(after: mark1, within: .seconds(30)) { $0.isConnected } != nil)
         #expect(await events2.first(after: mark2, within: .seconds(30)) { $0.isConnected } != nil)
         try await queued.value
+        // Connected is not subscribed: the broker binds device 2's queue a moment after its
+        // CONNECTED; a message that arrives before that is dropped (nothing to route it to).
+        try await awaitSubscribed(two, inbox2)
         try await one.send("{\"after\":\"restart\"}", toDevice: 2)
         let after = await inbox2.first(within: .seconds(20)) { $0 == "{\"after\":\"restart\"}" }
         #expect(after != nil)
