@@ -43,21 +43,9 @@ import Testing
         keyless: Set<UInt64> = [],
         channels: [UInt64: any SignalingChannel] = [:]
     ) async throws -> (devices: [UInt64: Device], identities: [UInt64: DeviceIdentity], key: CallKey) {
-        var identities: [UInt64: DeviceIdentity] = [:]
-        var roster: [RosterEntry] = []
-        for user in 1...UInt64(count) {
-            let identity = try DeviceIdentity.generate(.p256)
-            identities[user] = identity
-            roster.append(
-                RosterEntry(
-                    userId: user,
-                    deviceId: user * 10 + 1,
-                    displayName: "user \(user)",
-                    publicKey: identity.publicKeyString,
-                    isHost: user == 1
-                )
-            )
-        }
+        let testRoster = try TestRoster(count: count)
+        let identities = testRoster.identities
+        let roster = testRoster.entries
         let key = CallKey.random()
         var devices: [UInt64: Device] = [:]
         for entry in roster {

@@ -53,21 +53,9 @@ import Testing
         _ = try await handle.createRoom(options)
         await admin.close()
 
-        var identities: [UInt64: DeviceIdentity] = [:]
-        var roster: [RosterEntry] = []
-        for user in 1...UInt64(count) {
-            let identity = try DeviceIdentity.generate(.p256)
-            identities[user] = identity
-            roster.append(
-                RosterEntry(
-                    userId: user,
-                    deviceId: user * 10 + 1,
-                    displayName: "user \(user)",
-                    publicKey: identity.publicKeyString,
-                    isHost: user == 1
-                )
-            )
-        }
+        let testRoster = try TestRoster(count: count)
+        let identities = testRoster.identities
+        let roster = testRoster.entries
         let key = CallKey.random()
         var members: [Member] = []
         for entry in roster {
