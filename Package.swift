@@ -37,6 +37,7 @@ let package = Package(
         system("CVPX", "vpx", "libvpx-dev"),
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
+        system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -47,6 +48,7 @@ let package = Package(
         .target(name: "CVPXShims", dependencies: ["CVPX"]),
         .target(name: "COpenH264Shims", dependencies: ["COpenH264"]),
         .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
+        .target(name: "CFFmpegFilterShims", dependencies: ["CFFmpegFilter"]),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -113,6 +115,13 @@ let package = Package(
                 "ConclaveCore", "ConclaveAV", "ConclaveRTP", "ConclaveFiles",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+
+        // One file of a whole recorded call: composite video and mixed audio on libavfilter, read
+        // from a recording folder's files and manifest.
+        .target(
+            name: "ConclaveCompose",
+            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims"]
         ),
 
         // MARK: Composition
@@ -222,6 +231,10 @@ let package = Package(
 
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
+        .testTarget(
+            name: "ConclaveComposeTests",
+            dependencies: ["ConclaveCompose", "ConclaveRecorder"]
+        ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),

@@ -1,0 +1,12 @@
+#pragma once
+// Shims for libavfilter/libswscale/libswresample, used only by ConclaveCompose.
+// Like every shim target: only macros and variadics turned into typed functions or constants,
+// named `cshim_<C name>`; no state, no policy.
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersink.h>
+#include <libavfilter/buffersrc.h>
+#include <libswscale/swscale.h>
+#include <libswresample/swresample.h>
+
+/// `LIBAVFILTER_VERSION_INT` of the headers built against (a macro), for error lines.
+unsigned cshim_LIBAVFILTER_VERSION_INT(void);
