@@ -231,6 +231,14 @@ let package = Package(
             path: "bench/recorder/Sources"
         ),
 
+        .executableTarget(
+            name: "bench-fleet",
+            dependencies: [
+                "JanusClient", "JanusTestBed", "RabbitMQTestBed", "RecorderJobs", "STOMPClient", "STOMPProtocol",
+            ],
+            path: "bench/fleet/Sources"
+        ),
+
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(

@@ -1,0 +1,384 @@
+import Foundation
+import JanusClient
+import JanusTestBed
+import RabbitMQTestBed
+import RecorderJobs
+import STOMPClient
+import STOMPProtocol
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// Recorder fleet benchmark: a private RabbitMQ, a Janus in a test-bed namespace, and
+// `conclave recorder serve` processes taking jobs from the queue (run as root).
+//
+// 1. Submission to first frame: BENCH_CALLS calls of 4 participants (Janus `add_remote_publisher`
+//    feeds from ffmpeg, VP8 1 Mbit/s + Opus, crypto none, so the feeds cost the services
+//    nothing), one job each; for each, the time from the job's SEND to the first media bytes in
+//    its recording folder. p50.
+// 2. Capacity: those calls recorded for BENCH_SECONDS; the services' CPU over the middle of the
+//    recording (from /proc) gives participants per core, and each finished recording's frames
+//    written against the frames sent (30 video + 50 audio per second per participant) tell
+//    whether any frame was lost at that load. Run with growing BENCH_CALLS to find where the
+//    first frame is lost.
+// 3. Takeover: BENCH_KILLS times, a call's service is killed with SIGKILL while it records; the
+//    time from the kill to another service's recording_started (attempt 2) and to the first
+//    bytes of the new segment. p50 and p95.
+//
+//   BENCH_SERVICES=2 BENCH_CALLS=2 BENCH_SECONDS=20 BENCH_KILLS=10 bench/fleet/run
+
+let environment = ProcessInfo.processInfo.environment
+let serviceCount = Int(environment["BENCH_SERVICES"] ?? "") ?? 2
+let callCount = Int(environment["BENCH_CALLS"] ?? "") ?? 2
+let participantsPerCall = Int(environment["BENCH_PARTICIPANTS"] ?? "") ?? 4
+let recordSeconds = Int(environment["BENCH_SECONDS"] ?? "") ?? 20
+let killCount = Int(environment["BENCH_KILLS"] ?? "") ?? 10
+let binaries = environment["BENCH_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/release"
+let conclave = binaries + "/conclave"
+let fleetDevice: UInt64 = 900
+let submitterDevice: UInt64 = 10
+
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded()))]
+}
+
+/// The CPU-seconds a process has used so far (the sum of its threads' run time).
+func processCPUSeconds(_ pid: pid_t) -> Double? {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+    var nanoseconds: UInt64 = 0
+    for task in tasks {
+        guard let line = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8),
+            let first = line.split(separator: " ").first, let value = UInt64(first)
+        else { continue }
+        nanoseconds += value
+    }
+    return Double(nanoseconds) / 1e9
+}
+
+/// Whether a recording folder holds media bytes yet (any non-empty file that is not the manifest).
+func hasMedia(_ folder: String) -> Bool {
+    guard let enumerator = FileManager.default.enumerator(atPath: folder) else { return false }
+    for case let name as String in enumerator where !name.hasSuffix(".json") {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: folder + "/" + name)
+        if (attributes?[.type] as? FileAttributeType) == .typeRegular, let size = attributes?[.size] as? Int, size > 0 {
+            return true
+        }
+    }
+    return false
+}
+
+/// Polls `condition` every 20 ms (a file system or a log, nothing to wait on) until `limit`.
+@MainActor func waitFor(_ limit: Duration, _ condition: () -> Bool) async -> Duration? {
+    let start = ContinuousClock.now
+    while ContinuousClock.now - start < limit {
+        if condition() { return ContinuousClock.now - start }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return nil
+}
+
+/// Every recorder event, with the instant it arrived.
+final class Events: Sendable {
+    private let state = Mutex<[(ContinuousClock.Instant, RecorderEvent)]>([])
+
+    init(_ messages: AsyncStream<STOMPMessage>) {
+        Task { [weak self] in
+            for await message in messages {
+                guard let event = try? RecorderEvent.decode(message.body) else { continue }
+                self?.state.withLock { $0.append((.now, event)) }
+            }
+        }
+    }
+
+    var all: [(ContinuousClock.Instant, RecorderEvent)] { state.withLock { $0 } }
+
+    func started(_ jobID: String, attempt: Int) -> (ContinuousClock.Instant, RecordingStarted)? {
+        for (instant, event) in all {
+            if case .recordingStarted(let started) = event, started.jobID == jobID, started.attempt >= attempt {
+                return (instant, started)
+            }
+        }
+        return nil
+    }
+
+    func finished(_ jobID: String) -> RecordingFinished? {
+        for (_, event) in all {
+            if case .recordingFinished(let finished) = event, finished.jobID == jobID { return finished }
+        }
+        return nil
+    }
+
+    func failed(_ jobID: String) -> RecordingFailed? {
+        for (_, event) in all {
+            if case .recordingFailed(let failed) = event, failed.jobID == jobID { return failed }
+        }
+        return nil
+    }
+}
+
+/// A `conclave recorder serve` process.
+final class Service {
+    let name: String
+    let process: Process
+
+    init(name: String, arguments: [String], log: String) throws {
+        self.name = name
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: conclave)
+        process.arguments = arguments
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var pid: pid_t { process.processIdentifier }
+
+    func kill9() {
+        guard process.isRunning else { return }
+        kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+// MARK: Set-up
+
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-fleet-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+defer { if environment["BENCH_KEEP"] == nil { try? FileManager.default.removeItem(at: directory) } }
+let storage = directory.appendingPathComponent("storage").path
+
+let broker = try RabbitMQTestBed()
+defer { broker.stop() }
+let bed = try JanusTestBed()
+defer { bed.stop() }
+let fleetData = directory.appendingPathComponent("fleet-key").path
+let created = try JanusTestBed.runCommand(
+    conclave,
+    [
+        "keys", "init", "--type", "p256", "--display", "\(fleetDevice):recorder", "--device-id", "\(fleetDevice)",
+        "--data-dir", fleetData,
+    ]
+)
+_ = created
+let passcodeFile = directory.appendingPathComponent("fleet.passcode").path
+guard
+    FileManager.default.createFile(
+        atPath: passcodeFile,
+        contents: Data(try broker.addRecorder(fleetDevice).utf8),
+        attributes: [.posixPermissions: 0o600]
+    )
+else { throw BenchError("cannot write \(passcodeFile)") }
+let submitter = try STOMPConnection(
+    configuration: STOMPClientConfiguration(
+        url: broker.webSocketURL,
+        virtualHost: RabbitMQTestBed.virtualHost,
+        credentials: STOMPCredentials(
+            login: RabbitMQTestBed.login(forDevice: submitterDevice),
+            passcode: try broker.addSubmitter(submitterDevice)
+        )
+    )
+)
+let events = Events(submitter.messages)
+submitter.start()
+try await submitter.waitUntilConnected()
+submitter.subscribe(id: "events", destination: RecorderTopology.allEvents)
+
+var services: [Service] = []
+var serial = 0
+@MainActor func startService() throws -> Service {
+    serial += 1
+    let name = "bench-\(serial)"
+    let service = try Service(
+        name: name,
+        arguments: [
+            "recorder", "serve", "--storage", storage, "--data-dir", fleetData, "--broker", broker.webSocketURL,
+            "--passcode-file", passcodeFile, "--ice-address", bed.hostAddress, "--service-id", name, "--log-level",
+            "error",
+        ],
+        log: directory.appendingPathComponent("\(name).log").path
+    )
+    services.append(service)
+    return service
+}
+defer { for service in services { service.kill9() } }
+
+@MainActor func awaitStatus(_ name: String) async -> Bool {
+    await waitFor(.seconds(30)) {
+        events.all.contains { if case .serviceStatus(let status) = $0.1 { status.serviceID == name } else { false } }
+    } != nil
+}
+
+for _ in 0..<serviceCount {
+    let service = try startService()
+    guard await awaitStatus(service.name) else { throw BenchError("\(service.name) never announced itself") }
+}
+say(
+    "Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(serviceCount) services; \(callCount) calls of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus), \(recordSeconds) s"
+)
+
+let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+let media = directory.appendingPathComponent("feed.webm").path
+try RemoteFeeds.makeMedia(at: media, seconds: recordSeconds + 40)
+
+var nextRoom: UInt64 = 7000
+@MainActor func makeCall(participants: Int) async throws -> (room: UInt64, feeds: RemoteFeeds) {
+    nextRoom += 1
+    let room = try await admin.createRoom(
+        .init(room: nextRoom, publishers: participants + 4, videoCodecs: ["vp8"])
+    )
+    let feeds = try await RemoteFeeds.start(count: participants, room: room, media: media, bed: bed, admin: admin)
+    return (room, feeds)
+}
+
+@MainActor func submit(jobID: String, room: UInt64, stop: StopCondition) async throws -> ContinuousClock.Instant {
+    let job = RecordJob(
+        jobID: jobID,
+        callID: room,
+        room: room,
+        janusURL: bed.webSocketURL,
+        crypto: .none,
+        output: "bench/\(jobID)",
+        stop: stop,
+        display: "recorder",
+        submittedAt: RecorderTime.format(Date())
+    )
+    let start = ContinuousClock.now
+    try await submitter.send(
+        STOMPFrame(
+            .send,
+            headers: [.init("destination", RecorderTopology.submitDestination), .init("persistent", "true")],
+            body: job.encoded()
+        )
+    )
+    return start
+}
+
+// MARK: 1 and 2: submission to first frame, capacity
+
+var calls: [(jobID: String, feeds: RemoteFeeds)] = []
+var firstFrame: [Double] = []
+for index in 0..<callCount {
+    let call = try await makeCall(participants: participantsPerCall)
+    let jobID = "load-\(index)"
+    let submitted = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: Double(recordSeconds)))
+    calls.append((jobID, call.feeds))
+    let folder = storage + "/bench/" + jobID
+    if let elapsed = await waitFor(.seconds(30), { hasMedia(folder) }) {
+        firstFrame.append(seconds(elapsed))
+    } else {
+        say(
+            "  \(jobID): no media within 30 s of its submission: \(events.failed(jobID)?.reason ?? "no failure announced")"
+        )
+    }
+    _ = submitted
+}
+// The middle of the recordings: every call started, none finishing.
+let window = Double(recordSeconds) / 2
+let before = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+let windowStart = ContinuousClock.now
+try await Task.sleep(for: .seconds(window))
+let after = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+let cores = (after - before) / seconds(ContinuousClock.now - windowStart)
+var written: UInt64 = 0
+var sent = 0.0
+for call in calls {
+    guard await waitFor(.seconds(Double(recordSeconds) + 60), { events.finished(call.jobID) != nil }) != nil,
+        let finished = events.finished(call.jobID)
+    else {
+        say("  \(call.jobID): did not finish: \(events.failed(call.jobID)?.reason ?? "no failure announced")")
+        continue
+    }
+    written += finished.summary.framesWritten
+    sent += finished.summary.duration * 80 * Double(finished.summary.participants)
+    call.feeds.stop()
+}
+let participants = callCount * participantsPerCall
+say(
+    String(
+        format:
+            "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent (%.2f%% lost)",
+        percentile(firstFrame, 0.5),
+        firstFrame.count,
+        participants,
+        serviceCount,
+        cores,
+        Double(participants) / max(cores, 1e-9),
+        written,
+        sent,
+        sent > 0 ? max(0, 100 * (1 - Double(written) / sent)) : 0
+    )
+)
+
+// MARK: 3: takeover after SIGKILL
+
+var toStarted: [Double] = []
+var toMedia: [Double] = []
+for index in 0..<killCount {
+    let call = try await makeCall(participants: 2)
+    let jobID = "kill-\(index)"
+    _ = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: 12))
+    guard await waitFor(.seconds(30), { events.started(jobID, attempt: 1) != nil }) != nil,
+        let (_, first) = events.started(jobID, attempt: 1),
+        let victim = services.first(where: { $0.name == first.serviceID && $0.process.isRunning })
+    else {
+        say("  \(jobID): never started")
+        call.feeds.stop()
+        continue
+    }
+    let folder = storage + "/bench/" + jobID
+    _ = await waitFor(.seconds(20)) { hasMedia(folder) }
+    let killed = ContinuousClock.now
+    victim.kill9()
+    let mediaBefore = Set(FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [])
+    if await waitFor(.seconds(30), { events.started(jobID, attempt: 2) != nil }) != nil,
+        let (instant, _) = events.started(jobID, attempt: 2)
+    {
+        toStarted.append(seconds(instant - killed))
+        let grown = await waitFor(.seconds(30)) {
+            let now = Set(FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [])
+            return now.subtracting(mediaBefore).contains { !$0.hasSuffix(".json") && hasMedia(folder) }
+        }
+        if grown != nil { toMedia.append(seconds(ContinuousClock.now - killed)) }
+    } else {
+        say("  \(jobID): not taken over within 30 s")
+    }
+    // The fleet back to full strength for the next kill.
+    let replacement = try startService()
+    _ = await awaitStatus(replacement.name)
+    _ = await waitFor(.seconds(40)) { events.finished(jobID) != nil || events.failed(jobID) != nil }
+    call.feeds.stop()
+}
+say(
+    String(
+        format:
+            "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; new segment's first bytes p50 %.2f s, p95 %.2f s",
+        toStarted.count,
+        percentile(toStarted, 0.5),
+        percentile(toStarted, 0.95),
+        percentile(toMedia, 0.5),
+        percentile(toMedia, 0.95)
+    )
+)
+await submitter.close()
+await connection.close()
