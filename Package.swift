@@ -57,6 +57,8 @@ let package = Package(
         .target(name: "JanusProtocol"),
         // STOMP 1.2 frames: encoding, a bounded decoder for WebSocket text messages.
         .target(name: "STOMPProtocol"),
+        // Recorder jobs and events, their JSON and the broker destinations they travel on.
+        .target(name: "RecorderJobs"),
         .target(name: "ConclaveSDP", dependencies: ["ConclaveCore"]),
         .target(name: "ConclaveRTP", dependencies: ["ConclaveCore"]),
         .target(
@@ -167,7 +169,7 @@ let package = Package(
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
-                "ConclaveICE", "ECallSignaling", "STOMPClient",
+                "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -238,6 +240,10 @@ let package = Package(
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "RecorderJobsTests",
+            dependencies: ["RecorderJobs", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed", "ConclaveTestSupport"]
+        ),
         .testTarget(
             name: "STOMPClientTests",
             dependencies: ["STOMPClient", "STOMPProtocol", "RabbitMQTestBed", "ConclaveTestSupport"]

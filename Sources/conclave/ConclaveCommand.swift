@@ -17,7 +17,7 @@ struct ConclaveCommand: AsyncParsableCommand {
         version: conclaveVersion,
         subcommands: [
             RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self,
-            RecordCommand.self, RecordingsCommand.self, ConfigCommand.self, ListenCommand.self,
+            RecordCommand.self, RecordingsCommand.self, ConfigCommand.self, ListenCommand.self, RecorderCommand.self,
         ]
     )
 
