@@ -12,7 +12,7 @@ import Logging
 /// `rabbitmq` user (Debian's wrapper switches to it when started as root), so its folder belongs
 /// to that user. Readiness is `rabbitmqctl wait` on the node's pid file, not a fixed sleep.
 /// ``stop()`` kills the node and its epmd by pid and removes the folder.
-public final class RabbitMQTestBed: @unchecked Sendable {
+public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     // @unchecked: mutable state (`nodePID`, `stopped`) is guarded by `lock`.
 
     /// What to start.
@@ -118,7 +118,8 @@ public final class RabbitMQTestBed: @unchecked Sendable {
             }
         }
         let values = [
-            "@AMQP_PORT@": "\(amqpPort)", "@WEB_STOMP_PORT@": "\(webSTOMPPort)", "@STOMP_PORT@": "\(stompPort)",
+            "@ADDRESS@": "127.0.0.1", "@AMQP_PORT@": "\(amqpPort)", "@WEB_STOMP_PORT@": "\(webSTOMPPort)",
+            "@STOMP_PORT@": "\(stompPort)",
             "@DEFINITIONS@": directory.appendingPathComponent("definitions.json").path,
         ]
         var conf = try read("rabbitmq.conf")
@@ -215,32 +216,8 @@ public final class RabbitMQTestBed: @unchecked Sendable {
         if let pid = pid { kill(pid, SIGCONT) }
     }
 
-    // MARK: Devices
-
     /// The login of device `id`, as ECall names it.
     public static func login(forDevice id: UInt64) -> String { "device-\(id)" }
-
-    /// Creates the user of device `id` with a random passcode (given to `rabbitmqctl` on standard
-    /// input, never in its arguments), and the permissions of config/rabbitmq/README.md: write to
-    /// `ecall.signal.in`, declare its subscription queues, read only its own routing key on
-    /// `ecall.signal.out`. Returns the passcode.
-    @discardableResult
-    public func addDevice(_ id: UInt64, passcode: String? = nil) throws -> String {
-        let passcode = passcode ?? Self.randomPasscode()
-        let login = Self.login(forDevice: id)
-        try rabbitmqctl(["add_user", login], input: passcode)
-        try rabbitmqctl([
-            "set_permissions", "-p", Self.virtualHost, login, "^stomp-subscription-.*$",
-            "^(ecall\\.signal\\.in|stomp-subscription-.*)$", "^(ecall\\.signal\\.out|stomp-subscription-.*)$",
-        ])
-        try rabbitmqctl(["set_topic_permissions", "-p", Self.virtualHost, login, "ecall.signal.out", "^$", "^\(id)$"])
-        return passcode
-    }
-
-    /// Deletes device `id`'s user: the broker closes its connections, and later CONNECTs are refused.
-    public func revokeDevice(_ id: UInt64) throws {
-        try rabbitmqctl(["delete_user", Self.login(forDevice: id)])
-    }
 
     /// 32 random bytes, base64url: a passcode that needs no quoting anywhere.
     public static func randomPasscode() -> String {

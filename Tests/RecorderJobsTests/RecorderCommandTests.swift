@@ -1,0 +1,220 @@
+import ConclaveTestSupport
+import Foundation
+import RabbitMQTestBed
+import RecorderJobs
+import STOMPClient
+import STOMPProtocol
+import Testing
+
+/// `conclave recorder submit` and `status`, the built binary against a real RabbitMQ.
+@Suite("conclave recorder against RabbitMQ", .serialized)
+struct RecorderCommandTests {
+    /// Runs the built `conclave` off the cooperative pool (it blocks until the child exits).
+    func conclave(_ arguments: [String], input: Data? = nil) async throws -> ProcessResult {
+        let binary = TestPaths.productsDirectory.appendingPathComponent("conclave").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw SubprocessError(description: "no conclave binary at \(binary): run swift build first")
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result { try runProcess(binary, arguments, input: input, timeout: .seconds(60)) }
+                )
+            }
+        }
+    }
+
+    /// A device with a key pair, ids and a broker passcode file.
+    struct Device {
+        var dataDirectory: String
+        var passcodeFile: String
+        var publicKey: String
+    }
+
+    func makeDevice(
+        _ name: String,
+        id: UInt64,
+        passcode: String,
+        in directory: URL
+    ) async throws -> Device {
+        let data = directory.appendingPathComponent("data-\(name)").path
+        let created = try await conclave([
+            "keys", "init", "--type", "p256", "--display", "\(id):\(name)", "--device-id", "\(id)", "--data-dir", data,
+        ])
+        #expect(created.succeeded, "\(created.errorOutput)")
+        let shown = try await conclave(["keys", "show", "--public", "--data-dir", data])
+        let passcodeFile = directory.appendingPathComponent("\(name).passcode")
+        try Data(passcode.utf8).write(to: passcodeFile)
+        return Device(
+            dataDirectory: data,
+            passcodeFile: passcodeFile.path,
+            publicKey: shown.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        )
+    }
+
+    @Test func submitQueuesAJobWhoseKeyOpensOnTheFleetDevice() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-recorder-submit")
+        let submitter = try await makeDevice("sub", id: 10, passcode: try broker.addSubmitter(10), in: directory)
+        let recorderPasscode = try broker.addRecorder(900)
+        let fleet = try await makeDevice("fleet", id: 900, passcode: recorderPasscode, in: directory)
+        let keyHex = String(repeating: "5a", count: 16) + String(repeating: "c3", count: 16)
+        let keyFile = directory.appendingPathComponent("call.key")
+        try Data(keyHex.utf8).write(to: keyFile)
+        let common = [
+            "--data-dir", submitter.dataDirectory, "--broker", broker.webSocketURL, "--passcode-file",
+            submitter.passcodeFile,
+        ]
+        let submitted = try await conclave(
+            [
+                "recorder", "submit", "--call-id", "4242", "--room", "77", "--janus", "ws://198.18.0.1:8188",
+                "--out", "team/call-4242", "--duration", "90", "--recorder-device", "900", "--recorder-public-key",
+                fleet.publicKey, "--key-file", keyFile.path, "--key-epoch", "3", "--display", "Recorder",
+                "--job-id", "job-cli-1",
+            ] + common
+        )
+        #expect(submitted.succeeded, "\(submitted.errorOutput)")
+        #expect(submitted.output == "job-cli-1\n")
+        #expect(!submitted.errorOutput.contains(keyHex))
+
+        // A bad job is refused before anything is sent, naming the field.
+        let outside = try await conclave(
+            [
+                "recorder", "submit", "--call-id", "1", "--room", "2", "--janus", "ws://h", "--crypto", "none",
+                "--out", "../etc", "--until-empty",
+            ] + common
+        )
+        #expect(!outside.succeeded)
+        #expect(outside.errorOutput.contains("output: \"../etc\" leaves the storage root"), "\(outside.errorOutput)")
+        let noStop = try await conclave(
+            ["recorder", "submit", "--call-id", "1", "--room", "2", "--janus", "ws://h", "--out", "a"] + common
+        )
+        #expect(!noStop.succeeded)
+        #expect(noStop.errorOutput.contains("--duration SECONDS or --until-empty"), "\(noStop.errorOutput)")
+
+        // The fleet takes the job; its key opens with the fleet device's key.
+        let recorder = try BrokerClient(broker, device: 900, passcode: recorderPasscode)
+        try await recorder.connect()
+        recorder.consumeJobs()
+        let message = try #require(await recorder.messages.first(), "the job never arrived")
+        let job = try RecordJob.decode(message.body)
+        #expect(job.jobID == "job-cli-1")
+        #expect(job.callID == 4242)
+        #expect(job.room == 77)
+        #expect(job.janusURL == "ws://198.18.0.1:8188")
+        #expect(job.crypto == .ecall)
+        #expect(job.keyEpoch == 3)
+        #expect(job.recorderDeviceID == 900)
+        #expect(job.output == "team/call-4242")
+        #expect(job.stop == .after(seconds: 90))
+        #expect(job.display == "Recorder")
+        #expect(RecorderTime.parse(job.submittedAt) != nil)
+        let wrapped = try #require(job.wrappedKey)
+        #expect(!wrapped.contains(keyHex))
+        let opened = try await conclave(["keys", "unwrap", wrapped, "--data-dir", fleet.dataDirectory])
+        #expect(opened.succeeded, "\(opened.errorOutput)")
+        #expect(opened.output.trimmingCharacters(in: .whitespacesAndNewlines) == keyHex)
+        // The submitter's own device cannot open it: it was wrapped for the fleet only.
+        let other = try await conclave(["keys", "unwrap", wrapped, "--data-dir", submitter.dataDirectory])
+        #expect(!other.succeeded)
+        try await recorder.ack(message)
+        // Nothing else was queued: the refused submissions sent nothing.
+        #expect(await waitFor(.seconds(20)) { (try? broker.readyMessages(in: RecorderTopology.jobQueueName)) == 0 })
+        await recorder.connection.close()
+    }
+
+    @Test func statusShowsEveryServiceAndRecentFailures() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-recorder-status")
+        let watcher = try await makeDevice("ops", id: 11, passcode: try broker.addSubmitter(11), in: directory)
+        let recorderPasscode = try broker.addRecorder(900)
+        let services = try BrokerClient(broker, device: 900, passcode: recorderPasscode)
+        try await services.connect()
+        // Two services announce themselves every 200 ms, as `recorder serve` does every 2 s.
+        let announcer = Task {
+            var round = 0
+            while !Task.isCancelled {
+                round += 1
+                for event in statusEvents(round: round) {
+                    try? await services.connection.send(
+                        STOMPFrame(
+                            .send,
+                            headers: [.init("destination", RecorderTopology.eventDestination(event))],
+                            body: event.encoded()
+                        )
+                    )
+                }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        defer { announcer.cancel() }
+        let common = [
+            "--data-dir", watcher.dataDirectory, "--broker", broker.webSocketURL, "--passcode-file",
+            watcher.passcodeFile,
+        ]
+        let text = try await conclave(["recorder", "status", "--seconds", "2"] + common)
+        #expect(text.succeeded, "\(text.errorOutput)")
+        #expect(text.output.contains("svc-a on rec-1: 1 calls, CPU 0.75 of 1.50 cores, disk free 1.0 TiB, taking jobs"))
+        #expect(text.output.contains("  call 7 (job j1): 3 participants, 12 s"))
+        #expect(text.output.contains("svc-b on rec-2: 0 calls, CPU 0.10 of 2.00 cores, disk free 512.0 MiB, draining"))
+        #expect(text.output.contains("  problem: disk almost full"))
+        #expect(text.output.contains("recent failures:"))
+        #expect(text.output.contains("svc-b job bad-"))
+        #expect(text.output.contains(": output: \"/x\" is absolute"))
+
+        let json = try await conclave(["recorder", "status", "--seconds", "2", "--json"] + common)
+        #expect(json.succeeded, "\(json.errorOutput)")
+        let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
+        let listed = try #require(object["services"] as? [[String: Any]])
+        #expect(listed.compactMap { $0["serviceId"] as? String } == ["svc-a", "svc-b"])
+        #expect(listed.first?["cpuBudget"] as? Double == 1.5)
+        let failures = try #require(object["failures"] as? [[String: Any]])
+        #expect(!failures.isEmpty)
+        #expect(failures.allSatisfy { ($0["reason"] as? String) == "output: \"/x\" is absolute" })
+        await services.connection.close()
+    }
+}
+
+/// What two services announce in one round.
+func statusEvents(round: Int) -> [RecorderEvent] {
+    let time = RecorderTime.format(Date())
+    return [
+        .serviceStatus(
+            ServiceStatus(
+                serviceID: "svc-a",
+                host: "rec-1",
+                calls: [ServiceCall(jobID: "j1", callID: 7, participants: 3, seconds: 12)],
+                cpu: 0.75,
+                cpuBudget: 1.5,
+                diskFreeBytes: 1 << 40,
+                draining: false,
+                problems: [],
+                time: time
+            )
+        ),
+        .serviceStatus(
+            ServiceStatus(
+                serviceID: "svc-b",
+                host: "rec-2",
+                calls: [],
+                cpu: 0.1,
+                cpuBudget: 2,
+                diskFreeBytes: 512 << 20,
+                draining: true,
+                problems: ["disk almost full"],
+                time: time
+            )
+        ),
+        .recordingFailed(
+            RecordingFailed(
+                jobID: "bad-\(round)",
+                callID: nil,
+                serviceID: "svc-b",
+                reason: "output: \"/x\" is absolute",
+                time: time
+            )
+        ),
+    ]
+}
