@@ -164,12 +164,22 @@ let package = Package(
         ),
         // A private RabbitMQ with Web-STOMP on loopback, from config/rabbitmq.
         .target(name: "RabbitMQTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // `conclave recorder serve`: record jobs from the broker's queue, as `record` records a call.
+        .target(
+            name: "ConclaveRecorderService",
+            dependencies: [
+                "ConclaveCall", "ConclaveE2EE", "ConclaveFiles", "ConclavePeerConnection", "ConclaveRecorder",
+                "JanusClient", "RecorderJobs", "STOMPClient", "STOMPProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "conclave",
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
+                "ConclaveRecorderService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -248,6 +258,15 @@ let package = Package(
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
+        .testTarget(
+            name: "RecorderServiceTests",
+            dependencies: [
+                "ConclaveRecorderService", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia",
+                "ConclaveOpenSSL", "ConclaveOpus", "ConclaveRecorder", "ConclaveTestSupport", "JanusClient",
+                "JanusProtocol", "JanusTestBed", "RabbitMQTestBed", "RecorderJobs", "STOMPClient", "STOMPProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "RecorderJobsTests",
             dependencies: ["RecorderJobs", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed", "ConclaveTestSupport"]

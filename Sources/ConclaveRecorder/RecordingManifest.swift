@@ -34,6 +34,40 @@ public struct RecordingManifest: Codable, Sendable, Hashable {
     public var participants: [Participant]
     /// Participants with no media file, and why.
     public var notRecorded: [NotRecorded]
+    /// Set when this folder continues a recording another recorder started (a recorder service
+    /// that died or handed the call over): where that attempt is and how long nothing was
+    /// recorded. Nil for a recording made in one go, and in manifests of earlier versions.
+    public var continuation: Continuation? = nil
+
+    /// How a recording continues an earlier attempt of the same job.
+    public struct Continuation: Codable, Sendable, Hashable {
+        /// This attempt's number (2 for the first takeover).
+        public var attempt: Int
+        /// The previous attempt's folder, relative to this one.
+        public var previous: String
+        /// ISO 8601 wall-clock time of the previous attempt's last written frame: where the outage
+        /// starts (nil when that attempt wrote none).
+        public var outageStart: String?
+        /// ISO 8601 wall-clock time of this attempt's first written frame: where it ends (nil while
+        /// none is written).
+        public var outageEnd: String?
+        /// The outage in seconds, when both ends are known.
+        public var outageSeconds: Double?
+
+        public init(
+            attempt: Int,
+            previous: String,
+            outageStart: String?,
+            outageEnd: String?,
+            outageSeconds: Double?
+        ) {
+            self.attempt = attempt
+            self.previous = previous
+            self.outageStart = outageStart
+            self.outageEnd = outageEnd
+            self.outageSeconds = outageSeconds
+        }
+    }
 
     /// One call key epoch and when it took effect.
     public struct KeyEpochTime: Codable, Sendable, Hashable {

@@ -138,9 +138,32 @@ public struct STOMPMessage: Sendable, Hashable {
     public var destination: String?
     public var headers: [STOMPHeader]
     public var body: [UInt8]
+    /// Which CONNECTED the message arrived after (1 for the first connection). An ACK or NACK only
+    /// means something on the connection that delivered the message: after a reconnect the broker
+    /// has already put it back, so the core refuses to acknowledge it then.
+    public var connection: Int = 0
 
     /// The body as UTF-8 text.
     public var text: String { String(decoding: body, as: UTF8.self) }
+
+    /// The value of the first header named `name`.
+    public subscript(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+
+    /// What ACK and NACK name the message by: STOMP 1.2's `ack` header (present on subscriptions
+    /// with `ack: client` or `client-individual`), else `message-id`.
+    public var ackID: String? { self["ack"] ?? self["message-id"] }
+
+    /// The broker delivered the message before and it was not acknowledged then (RabbitMQ's
+    /// `redelivered` header): its consumer went away, or NACKed it with requeue.
+    public var redelivered: Bool { self["redelivered"] == "true" }
+}
+
+/// What the owner of a `client` or `client-individual` subscription says about a message.
+public enum STOMPAcknowledgement: Sendable, Hashable {
+    /// Done with: the broker forgets it.
+    case ack
+    /// Not done: `requeue` puts it back for any consumer (this one included).
+    case nack(requeue: Bool)
 }
 
 /// The STOMP client's rules without I/O: events in (transport opened, text received, transport
@@ -189,6 +212,8 @@ public struct STOMPClientCore<Waiter> {
         var id: String
         var destination: String
         var ack: String
+        /// More SUBSCRIBE headers (`prefetch-count`, `x-priority`, ...), sent as given.
+        var headers: [STOMPHeader] = []
     }
 
     private struct QueuedSend {
@@ -212,6 +237,8 @@ public struct STOMPClientCore<Waiter> {
     private var failures = 0
     /// Frames from the server that could not be read (each reported once).
     public private(set) var malformedFrames = 0
+    /// CONNECTED frames received so far: the current connection's number, stamped on its messages.
+    public private(set) var connections = 0
 
     public init(configuration: STOMPClientConfiguration) {
         self.configuration = configuration
@@ -310,6 +337,7 @@ public struct STOMPClientCore<Waiter> {
                 serverHeader: frame["heart-beat"]
             )
             phase = .connected(Session(heartBeat: heartBeat, connectedAt: now, lastSent: now, lastReceived: now))
+            connections += 1
             var actions: [Action] = []
             for subscription in subscriptions { actions.append(subscribeFrame(subscription, now: now)) }
             let flushed = queue
@@ -339,7 +367,8 @@ public struct STOMPClientCore<Waiter> {
                 subscription: frame["subscription"] ?? "",
                 destination: frame["destination"],
                 headers: frame.headers,
-                body: frame.body
+                body: frame.body,
+                connection: connections
             )
             return [.deliver(message)]
         case (.connected, .receipt):
@@ -424,11 +453,25 @@ public struct STOMPClientCore<Waiter> {
 
     // MARK: Calls from the owner
 
-    /// Subscribes now if connected, and again after every reconnect.
-    public mutating func subscribe(id: String, destination: String, ack: String = "auto", now: Instant) -> [Action] {
+    /// Subscribes now if connected, and again after every reconnect. `headers` go into the
+    /// SUBSCRIBE as they are (RabbitMQ's `prefetch-count` bounds the unacknowledged messages of a
+    /// `client-individual` subscription).
+    public mutating func subscribe(
+        id: String,
+        destination: String,
+        ack: String = "auto",
+        headers: [STOMPHeader] = [],
+        now: Instant
+    ) -> [Action] {
         guard !isClosed else { return [] }
         subscriptions.removeAll { $0.id == id }
-        let subscription = Subscription(id: id, destination: destination, ack: ack)
+        let reserved: Set<String> = ["id", "destination", "ack"]
+        let subscription = Subscription(
+            id: id,
+            destination: destination,
+            ack: ack,
+            headers: headers.filter { !reserved.contains($0.name) }
+        )
         subscriptions.append(subscription)
         guard case .connected = phase else { return [] }
         return [subscribeFrame(subscription, now: now)]
@@ -439,6 +482,40 @@ public struct STOMPClientCore<Waiter> {
         subscriptions.removeAll { $0.id == id }
         guard case .connected = phase else { return [] }
         return [sendFrame(STOMPFrame(.unsubscribe, headers: [.init("id", id)]), now: now)]
+    }
+
+    /// Acknowledges `message` (ACK), or gives it back (NACK; `requeue` false asks RabbitMQ to drop
+    /// or dead-letter it instead). Only on the connection that delivered it, and never queued: after
+    /// a reconnect the broker has already requeued it, and an ACK naming a delivery of an earlier
+    /// connection would be refused. Completes `waiter` once the frame is written.
+    public mutating func acknowledge(
+        _ message: STOMPMessage,
+        _ verdict: STOMPAcknowledgement,
+        waiter: Waiter,
+        now: Instant
+    ) -> [Action] {
+        guard let id = message.ackID else {
+            let error = STOMPError(
+                .notAcknowledgeable,
+                "the message on subscription \(message.subscription) has neither an ack nor a message-id header"
+            )
+            return [.complete(waiter, .failure(error))]
+        }
+        guard case .connected = phase, message.connection == connections else {
+            let error = STOMPError(
+                .notAcknowledgeable,
+                "the connection that delivered message \(id) is gone; the broker delivers it again"
+            )
+            return [.complete(waiter, .failure(error))]
+        }
+        let frame: STOMPFrame
+        switch verdict {
+        case .ack:
+            frame = STOMPFrame(.ack, headers: [.init("id", id)])
+        case .nack(let requeue):
+            frame = STOMPFrame(.nack, headers: [.init("id", id), .init("requeue", requeue ? "true" : "false")])
+        }
+        return [sendFrame(frame, now: now), .complete(waiter, .success(()))]
     }
 
     /// The subscriptions that will be renewed on reconnect (refused ones are dropped).
@@ -482,7 +559,7 @@ public struct STOMPClientCore<Waiter> {
                 headers: [
                     .init("id", subscription.id), .init("destination", subscription.destination),
                     .init("ack", subscription.ack),
-                ]
+                ] + subscription.headers
             ),
             now: now
         )

@@ -100,9 +100,34 @@ public final class STOMPConnection: Sendable {
         }
     }
 
-    /// Subscribes now or, while disconnected, as soon as CONNECTED arrives; renewed on every reconnect.
-    public func subscribe(id: String, destination: String, ack: String = "auto") {
-        drive { $0.core.subscribe(id: id, destination: destination, ack: ack, now: .now) }
+    /// Subscribes now or, while disconnected, as soon as CONNECTED arrives; renewed on every
+    /// reconnect. `headers` are added to SUBSCRIBE (`prefetch-count`, ...).
+    public func subscribe(id: String, destination: String, ack: String = "auto", headers: [STOMPHeader] = []) {
+        drive { $0.core.subscribe(id: id, destination: destination, ack: ack, headers: headers, now: .now) }
+    }
+
+    /// ACKs `message`, a delivery of a `client` or `client-individual` subscription. Throws
+    /// `.notAcknowledgeable` when the connection that delivered it is gone (the broker delivers
+    /// it again, so there is nothing left to acknowledge).
+    public func ack(_ message: STOMPMessage) async throws(STOMPError) {
+        try await acknowledge(message, .ack)
+    }
+
+    /// NACKs `message`: with `requeue` the broker delivers it again, to this or another consumer.
+    public func nack(_ message: STOMPMessage, requeue: Bool) async throws(STOMPError) {
+        try await acknowledge(message, .nack(requeue: requeue))
+    }
+
+    private func acknowledge(_ message: STOMPMessage, _ verdict: STOMPAcknowledgement) async throws(STOMPError) {
+        do {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                drive { $0.core.acknowledge(message, verdict, waiter: continuation, now: .now) }
+            }
+        } catch let error as STOMPError {
+            throw error
+        } catch {
+            throw STOMPError(.closed, "\(error)")
+        }
     }
 
     public func unsubscribe(id: String) {

@@ -27,6 +27,9 @@ public struct STOMPError: Error, Sendable, Hashable, CustomStringConvertible {
         case sendTimeout
         /// The client was closed.
         case closed
+        /// An ACK or NACK that cannot be sent: the message has no id, or the connection that
+        /// delivered it is gone (the broker then delivers it again).
+        case notAcknowledgeable
     }
 
     public var code: Code

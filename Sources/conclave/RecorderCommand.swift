@@ -20,7 +20,7 @@ struct RecorderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "recorder",
         abstract: "Submit calls to the recorder fleet and watch its services.",
-        subcommands: [Submit.self, Status.self]
+        subcommands: [Submit.self, Status.self, Serve.self]
     )
 
     /// `recorder submit`: one call to record, as a job on the queue.

@@ -290,4 +290,95 @@ struct STOMPClientCoreTests {
         #expect(Self.states(actions) == [.closed(nil)])
         #expect(core.close().isEmpty)
     }
+
+    @Test func subscribeCarriesExtraHeadersButNotOverridesOfItsOwn() throws {
+        var core = connectedCore()
+        let actions = core.subscribe(
+            id: "jobs",
+            destination: "/amq/queue/recorder.jobs",
+            ack: "client-individual",
+            headers: [.init("prefetch-count", "3"), .init("ack", "auto"), .init("id", "other")],
+            now: at(1)
+        )
+        let frame = try #require(Self.frames(actions).first)
+        #expect(frame.command == .subscribe)
+        #expect(frame.headers.map(\.name) == ["id", "destination", "ack", "prefetch-count"])
+        #expect(frame["ack"] == "client-individual")
+        #expect(frame["prefetch-count"] == "3")
+        // Renewed with the same headers after a reconnect.
+        _ = core.transportClosed(nil, now: at(10))
+        _ = core.tick(now: at(20))
+        _ = core.transportOpened(now: at(20.1))
+        let renewed = Self.frames(core.received("CONNECTED\nversion:1.2\n\n\0", now: at(20.2)))
+        let jobs = try #require(renewed.first { $0["id"] == "jobs" })
+        #expect(jobs["prefetch-count"] == "3")
+        #expect(jobs["ack"] == "client-individual")
+    }
+
+    static func delivered(_ actions: [Core.Action]) -> [STOMPMessage] {
+        actions.compactMap { if case .deliver(let message) = $0 { message } else { nil } }
+    }
+
+    @Test func ackAndNackNameTheMessageByItsAckHeaderAndReportRedelivery() throws {
+        var core = connectedCore()
+        let messages = Self.delivered(
+            core.received(
+                "MESSAGE\nsubscription:jobs\nmessage-id:T_jobs@@s@@7\nack:T_jobs@@s@@7\nredelivered:true\n\n{}\0"
+                    + "MESSAGE\nsubscription:jobs\nmessage-id:m-8\nredelivered:false\n\n{}\0",
+                now: at(1)
+            )
+        )
+        #expect(messages.count == 2)
+        #expect(messages.map(\.redelivered) == [true, false])
+        #expect(messages.map(\.ackID) == ["T_jobs@@s@@7", "m-8"])
+        let acked = core.acknowledge(messages[0], .ack, waiter: 1, now: at(2))
+        let ack = try #require(Self.frames(acked).first)
+        #expect(ack.command == .ack)
+        #expect(ack.headers == [.init("id", "T_jobs@@s@@7")])
+        if case .success? = Self.completions(acked)[1] {} else { Issue.record("ACK not completed") }
+        let nacked = Self.frames(core.acknowledge(messages[1], .nack(requeue: true), waiter: 2, now: at(3)))
+        #expect(nacked.first?.command == .nack)
+        #expect(nacked.first?.headers == [.init("id", "m-8"), .init("requeue", "true")])
+        let dropped = Self.frames(core.acknowledge(messages[1], .nack(requeue: false), waiter: 3, now: at(3)))
+        #expect(dropped.first?["requeue"] == "false")
+    }
+
+    @Test func aMessageOfAnEarlierConnectionIsNotAcknowledged() throws {
+        var core = connectedCore()
+        let message = try #require(
+            Self.delivered(core.received("MESSAGE\nsubscription:sub-1\nack:a-1\n\nx\0", now: at(1))).first
+        )
+        #expect(message.connection == 1)
+        _ = core.transportClosed(nil, now: at(2))
+        // While disconnected: refused at once, not queued.
+        let waiting = core.acknowledge(message, .ack, waiter: 1, now: at(2))
+        #expect(Self.sent(waiting).isEmpty)
+        if case .failure(let error)? = Self.completions(waiting)[1] {
+            #expect(error.code == .notAcknowledgeable)
+        } else {
+            Issue.record("ACK while disconnected not refused")
+        }
+        _ = core.tick(now: at(10))
+        _ = core.transportOpened(now: at(10.1))
+        _ = core.received("CONNECTED\nversion:1.2\n\n\0", now: at(10.2))
+        #expect(core.connections == 2)
+        // Reconnected: the old delivery is the broker's again.
+        let stale = core.acknowledge(message, .nack(requeue: true), waiter: 2, now: at(11))
+        #expect(Self.sent(stale).isEmpty)
+        if case .failure(let error)? = Self.completions(stale)[2] {
+            #expect(error.code == .notAcknowledgeable)
+            #expect(error.message.contains("a-1"))
+        } else {
+            Issue.record("ACK of an earlier connection's message not refused")
+        }
+        // A message without any id cannot be acknowledged either.
+        let anonymous = try #require(
+            Self.delivered(core.received("MESSAGE\nsubscription:sub-1\n\nx\0", now: at(12))).first
+        )
+        if case .failure(let error)? = Self.completions(core.acknowledge(anonymous, .ack, waiter: 3, now: at(12)))[3] {
+            #expect(error.code == .notAcknowledgeable)
+        } else {
+            Issue.record("ACK without an id not refused")
+        }
+    }
 }

@@ -210,3 +210,106 @@ struct STOMPScriptedServerTests {
         await connection.close()
     }
 }
+
+extension STOMPIntegrationTests {
+    /// A user allowed everything in the vhost: a work queue of its own, not a device's destinations.
+    func worker(_ bed: RabbitMQTestBed, _ login: String) throws -> STOMPConnection {
+        let passcode = RabbitMQTestBed.randomPasscode()
+        try bed.rabbitmqctl(["add_user", login], input: passcode)
+        try bed.rabbitmqctl(["set_permissions", "-p", RabbitMQTestBed.virtualHost, login, ".*", ".*", ".*"])
+        let connection = try STOMPConnection(
+            configuration: STOMPClientConfiguration(
+                url: bed.webSocketURL,
+                virtualHost: RabbitMQTestBed.virtualHost,
+                credentials: STOMPCredentials(login: login, passcode: passcode)
+            )
+        )
+        connection.start()
+        return connection
+    }
+
+    @Test func clientIndividualAcknowledgementAgainstRabbitMQ() async throws {
+        let bed = try RabbitMQTestBed()
+        defer { bed.stop() }
+        let consumer = try worker(bed, "consumer")
+        let inbox = Recorder(consumer.messages)
+        try await consumer.waitUntilConnected()
+        let queue = "/queue/work-\(UUID().uuidString)"
+        consumer.subscribe(
+            id: "work",
+            destination: queue,
+            ack: "client-individual",
+            headers: [.init("prefetch-count", "1")]
+        )
+        for text in ["one", "two"] {
+            try await consumer.send(STOMPFrame(.send, headers: [.init("destination", queue)], text: text))
+        }
+        let first = try #require(await inbox.first { $0.text == "one" })
+        #expect(!first.redelivered)
+        // NACK with requeue: the same message again, marked redelivered (prefetch 1 holds "two" back).
+        try await consumer.nack(first, requeue: true)
+        let again = try #require(await inbox.first(after: 1) { $0.text == "one" })
+        #expect(again.redelivered)
+        try await consumer.ack(again)
+        let second = try #require(await inbox.first { $0.text == "two" })
+        #expect(!second.redelivered)
+        // A consumer that goes away without ACK: the broker gives the message to the next one,
+        // marked redelivered.
+        await consumer.close()
+        let next = try worker(bed, "next")
+        let nextInbox = Recorder(next.messages)
+        try await next.waitUntilConnected()
+        next.subscribe(
+            id: "work",
+            destination: queue,
+            ack: "client-individual",
+            headers: [.init("prefetch-count", "1")]
+        )
+        let taken = try #require(await nextInbox.first { $0.text == "two" })
+        #expect(taken.redelivered)
+        try await next.ack(taken)
+        // Acknowledged for good: a third consumer gets only what is sent next.
+        await next.close()
+        let third = try worker(bed, "third")
+        let thirdInbox = Recorder(third.messages)
+        try await third.waitUntilConnected()
+        third.subscribe(id: "work", destination: queue, ack: "client-individual")
+        try await third.send(STOMPFrame(.send, headers: [.init("destination", queue)], text: "three"))
+        let only = try #require(await thirdInbox.first { _ in true })
+        #expect(only.text == "three")
+        await third.close()
+    }
+
+    /// Why the recorder service gives each call a subscription of its own: RabbitMQ refuses an
+    /// ACK for a delivery whose subscription was cancelled, and closes the connection, which puts
+    /// the message back in the queue.
+    @Test func rabbitMQRefusesAnAckAfterUnsubscribe() async throws {
+        let bed = try RabbitMQTestBed()
+        defer { bed.stop() }
+        let consumer = try worker(bed, "consumer")
+        let inbox = Recorder(consumer.messages)
+        let events = Recorder(consumer.events)
+        try await consumer.waitUntilConnected()
+        let queue = "/queue/cancelled-\(UUID().uuidString)"
+        consumer.subscribe(
+            id: "work",
+            destination: queue,
+            ack: "client-individual",
+            headers: [.init("prefetch-count", "1")]
+        )
+        try await consumer.send(STOMPFrame(.send, headers: [.init("destination", queue)], text: "one"))
+        let first = try #require(await inbox.first { $0.text == "one" })
+        consumer.unsubscribe(id: "work")
+        try await consumer.ack(first)
+        let refused = await events.first { $0.error?.code == .server }?.error
+        #expect(refused?.serverMessage?.contains("Subscription not found") == true, "\(String(describing: refused))")
+        await consumer.close()
+        let next = try worker(bed, "next")
+        let nextInbox = Recorder(next.messages)
+        try await next.waitUntilConnected()
+        next.subscribe(id: "work", destination: queue, ack: "client-individual")
+        let again = try #require(await nextInbox.first { $0.text == "one" })
+        #expect(again.redelivered)
+        await next.close()
+    }
+}

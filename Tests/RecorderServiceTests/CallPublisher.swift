@@ -1,0 +1,94 @@
+import ConclaveCall
+import ConclaveCore
+import ConclaveE2EE
+import ConclaveMedia
+import ConclaveOpenSSL
+import ConclaveOpus
+import Foundation
+import JanusClient
+import Logging
+import Synchronization
+
+/// A test-bed participant of a call: pattern video and tone audio, encrypted with the call key,
+/// sent in real time from a task until ``stop()`` or the end of its frames.
+final class CallPublisher: Sendable {
+    let publisher: Publisher
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    private init(publisher: Publisher) { self.publisher = publisher }
+
+    static func start(
+        on connection: JanusConnection,
+        room: UInt64,
+        display: String,
+        crypto: CallFrameCrypto?,
+        seconds: Int,
+        address: String,
+        logger: Logger
+    ) async throws -> CallPublisher {
+        let codec = MediaCodec.h264
+        let publisher = try await Publisher.publish(
+            on: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                display: display,
+                video: codec,
+                endToEndEncrypted: crypto != nil,
+                transport: .init(localAddresses: [address])
+            ),
+            logger: logger
+        )
+        let frameRate = 15
+        let video = EncodingVideoSource(
+            raw: try PatternSource(width: 160, height: 120, frameRate: frameRate, frameLimit: seconds * frameRate),
+            encoder: try VideoEncoderSettings(codec: codec, width: 160, height: 120, bitrate: 150_000).makeEncoder()
+        )
+        var frames: [TimedFrame] = []
+        var index = 0
+        while true {
+            // A keyframe every second: a recorder that joins (or takes over) late waits little.
+            if index % frameRate == 0 { video.requestKeyframe() }
+            guard let timed = try video.nextFrame() else { break }
+            frames.append(timed)
+            index += 1
+        }
+        let audio = EncodingAudioSource(raw: try ToneSource(frameLimit: seconds * 50), encoder: try OpusAudioEncoder())
+        while let timed = try audio.nextFrame() { frames.append(timed) }
+        frames.sort { $0.mediaTime < $1.mediaTime }
+        let videoEncryptor = crypto?.makeEncryptor(
+            codec: codec,
+            senderID: publisher.feedID,
+            cipher: OpenSSLFrameCipher.self
+        )
+        let audioEncryptor = crypto?.makeEncryptor(
+            codec: .opus,
+            senderID: publisher.feedID,
+            cipher: OpenSSLFrameCipher.self
+        )
+        let result = CallPublisher(publisher: publisher)
+        let sender = Task {
+            let clock = ContinuousClock()
+            let start = clock.now
+            for timed in frames {
+                // Pacing, not synchronisation: a frame goes out when its capture time comes.
+                do {
+                    try await clock.sleep(until: start.advanced(by: timed.mediaTime), tolerance: .milliseconds(2))
+                } catch {
+                    return
+                }
+                let frame = timed.frame
+                let encryptor = frame.codec == .opus ? audioEncryptor : videoEncryptor
+                guard let sealed = try? encryptor?.encrypt(frame) ?? frame else { continue }
+                publisher.send(sealed)
+            }
+        }
+        result.task.withLock { $0 = sender }
+        return result
+    }
+
+    /// Stops sending and leaves the room.
+    func stop() async {
+        task.withLock { $0?.cancel() }
+        await publisher.leave()
+    }
+}

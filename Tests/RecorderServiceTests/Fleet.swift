@@ -1,0 +1,359 @@
+import ConclaveE2EE
+import ConclaveTestSupport
+import Foundation
+import JanusClient
+import JanusProtocol
+import JanusTestBed
+import RabbitMQTestBed
+import RecorderJobs
+import STOMPClient
+import STOMPProtocol
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Every event on `recorder.events`, as a watcher sees them; a test waits for one that matches.
+final class EventLog: Sendable {
+    private struct State {
+        var events: [RecorderEvent] = []
+        var waiters:
+            [(
+                id: Int, predicate: @Sendable (RecorderEvent) -> Bool,
+                continuation: CheckedContinuation<RecorderEvent?, Never>
+            )] =
+                []
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    init(_ messages: AsyncStream<STOMPMessage>) {
+        Task { [weak self] in
+            for await message in messages {
+                guard let event = try? RecorderEvent.decode(message.body) else { continue }
+                self?.append(event)
+            }
+        }
+    }
+
+    var events: [RecorderEvent] { state.withLock { $0.events } }
+
+    private func append(_ event: RecorderEvent) {
+        let ready = state.withLock { state in
+            state.events.append(event)
+            let matching = state.waiters.filter { $0.predicate(event) }.map(\.continuation)
+            state.waiters.removeAll { $0.predicate(event) }
+            return matching
+        }
+        for continuation in ready { continuation.resume(returning: event) }
+    }
+
+    /// The first event (already seen or still to come) that matches, or nil after `limit`.
+    func first(within limit: Duration, where predicate: @escaping @Sendable (RecorderEvent) -> Bool) async
+        -> RecorderEvent?
+    {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: limit)
+            let waiter = state.withLock { state -> CheckedContinuation<RecorderEvent?, Never>? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).continuation
+            }
+            waiter?.resume(returning: nil)
+        }
+        defer { timeout.cancel() }
+        return await withCheckedContinuation { continuation in
+            let found = state.withLock { state -> RecorderEvent? in
+                if let event = state.events.first(where: predicate) { return event }
+                state.waiters.append((id, predicate, continuation))
+                return nil
+            }
+            if let found { continuation.resume(returning: found) }
+        }
+    }
+
+    func started(_ jobID: String, attempt: Int = 1, within limit: Duration = .seconds(30)) async -> RecordingStarted? {
+        let event = await first(within: limit) {
+            if case .recordingStarted(let started) = $0 {
+                started.jobID == jobID && started.attempt == attempt
+            } else {
+                false
+            }
+        }
+        if case .recordingStarted(let started)? = event { return started }
+        return nil
+    }
+
+    func finished(_ jobID: String, within limit: Duration = .seconds(60)) async -> RecordingFinished? {
+        let event = await first(within: limit) {
+            if case .recordingFinished(let finished) = $0 { finished.jobID == jobID } else { false }
+        }
+        if case .recordingFinished(let finished)? = event { return finished }
+        return nil
+    }
+
+    func failed(within limit: Duration = .seconds(30), _ matches: @escaping @Sendable (RecordingFailed) -> Bool) async
+        -> RecordingFailed?
+    {
+        let event = await first(within: limit) {
+            if case .recordingFailed(let failed) = $0 { matches(failed) } else { false }
+        }
+        if case .recordingFailed(let failed)? = event { return failed }
+        return nil
+    }
+}
+
+/// A broker with the recorder topology, the shared Janus, the fleet's device key and a watcher
+/// that submits jobs and reads every event. Services are `conclave recorder serve` processes.
+final class Fleet: @unchecked Sendable {
+    // @unchecked: every stored property is set in init and only read afterwards.
+    static let deviceID: UInt64 = 900
+    let broker: RabbitMQTestBed
+    let janus: JanusTestBed
+    let directory: URL
+    let storage: URL
+    let dataDirectory: String
+    let passcodeFile: String
+    let fleetKey: DevicePublicKey
+    let watcher: STOMPConnection
+    let log: EventLog
+
+    init() async throws {
+        broker = try RabbitMQTestBed()
+        janus = try TestJanus.shared()
+        directory = try TestPaths.temporaryDirectory("recorder-fleet")
+        storage = directory.appendingPathComponent("storage")
+        dataDirectory = directory.appendingPathComponent("fleet-key").path
+        let created = try conclave([
+            "keys", "init", "--type", "p256", "--display", "\(Self.deviceID):recorder", "--device-id",
+            "\(Self.deviceID)", "--data-dir", dataDirectory,
+        ])
+        guard created.succeeded else { throw SubprocessError(description: "keys init: \(created.errorOutput)") }
+        let shown = try conclave(["keys", "show", "--public", "--data-dir", dataDirectory])
+        fleetKey = try DevicePublicKey(
+            publicKeyString: String(decoding: shown.stdout, as: UTF8.self).trimmingCharacters(
+                in: .whitespacesAndNewlines
+            )
+        )
+        passcodeFile = directory.appendingPathComponent("recorder.passcode").path
+        try Self.declareRecorderTopology(broker, in: directory)
+        let passcode = try Self.addRecorder(broker, Self.deviceID)
+        _ = FileManager.default.createFile(
+            atPath: passcodeFile,
+            contents: Data(passcode.utf8),
+            attributes: [.posixPermissions: 0o600]
+        )
+        let watcherPasscode = RabbitMQTestBed.randomPasscode()
+        try broker.rabbitmqctl(["add_user", "watcher"], input: watcherPasscode)
+        try broker.rabbitmqctl(["set_permissions", "-p", RabbitMQTestBed.virtualHost, "watcher", ".*", ".*", ".*"])
+        watcher = try STOMPConnection(
+            configuration: STOMPClientConfiguration(
+                url: broker.webSocketURL,
+                virtualHost: RabbitMQTestBed.virtualHost,
+                credentials: STOMPCredentials(login: "watcher", passcode: watcherPasscode)
+            )
+        )
+        log = EventLog(watcher.messages)
+        watcher.start()
+        try await watcher.waitUntilConnected()
+        watcher.subscribe(id: "events", destination: RecorderTopology.allEvents)
+    }
+
+    /// The recorder topology of config/rabbitmq/definitions.json (imported again: it adds only
+    /// what is missing).
+    static func declareRecorderTopology(_ broker: RabbitMQTestBed, in directory: URL) throws {
+        let definitions = """
+            {"exchanges": [
+              {"name": "recorder.submit", "vhost": "ecall", "type": "direct", "durable": true, "auto_delete": false, "internal": false, "arguments": {}},
+              {"name": "recorder.events", "vhost": "ecall", "type": "topic", "durable": true, "auto_delete": false, "internal": false, "arguments": {}}],
+             "queues": [
+              {"name": "recorder.jobs", "vhost": "ecall", "durable": true, "auto_delete": false,
+               "arguments": {"x-queue-type": "quorum", "x-delivery-limit": 5, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "recorder.jobs.dead"}},
+              {"name": "recorder.jobs.dead", "vhost": "ecall", "durable": true, "auto_delete": false, "arguments": {"x-queue-type": "classic"}}],
+             "bindings": [
+              {"source": "recorder.submit", "vhost": "ecall", "destination": "recorder.jobs", "destination_type": "queue", "routing_key": "recorder.jobs", "arguments": {}}]}
+            """
+        let file = directory.appendingPathComponent("recorder-definitions.json")
+        try definitions.write(to: file, atomically: true, encoding: .utf8)
+        _ = chmod(directory.path, 0o755)
+        _ = chmod(file.path, 0o644)
+        try broker.rabbitmqctl(["import_definitions", file.path])
+    }
+
+    /// The fleet's broker user: a device's signaling rights, reading jobs, announcing and reading
+    /// events (as config/rabbitmq/README.md describes the recorder user).
+    static func addRecorder(_ broker: RabbitMQTestBed, _ id: UInt64) throws -> String {
+        let passcode = RabbitMQTestBed.randomPasscode()
+        let login = RabbitMQTestBed.login(forDevice: id)
+        try broker.rabbitmqctl(["add_user", login], input: passcode)
+        try broker.rabbitmqctl([
+            "set_permissions", "-p", RabbitMQTestBed.virtualHost, login, "^stomp-subscription-.*$",
+            "^(ecall\\.signal\\.in|recorder\\.events|stomp-subscription-.*)$",
+            "^(ecall\\.signal\\.out|recorder\\.jobs|recorder\\.events|stomp-subscription-.*)$",
+        ])
+        try broker.rabbitmqctl([
+            "set_topic_permissions", "-p", RabbitMQTestBed.virtualHost, login, "ecall.signal.out", "^$", "^\(id)$",
+        ])
+        return passcode
+    }
+
+    deinit {
+        broker.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Starts `conclave recorder serve` as `name`.
+    func startService(_ name: String, _ extra: [String] = []) throws -> ServiceProcess {
+        try ServiceProcess(
+            name,
+            arguments: [
+                "recorder", "serve", "--storage", storage.path, "--data-dir", dataDirectory, "--broker",
+                broker.webSocketURL, "--passcode-file", passcodeFile, "--ice-address", janus.hostAddress,
+                "--service-id", name, "--max-calls", "4", "--log-level", "warning",
+            ] + extra,
+            in: directory
+        )
+    }
+
+    /// Waits until `name` announces its status (its job subscription is then being set up).
+    func awaitService(_ name: String) async -> Bool {
+        await log.first(within: .seconds(30)) {
+            if case .serviceStatus(let status) = $0 { status.serviceID == name } else { false }
+        } != nil
+    }
+
+    /// Publishes `body` on the job queue.
+    func submit(_ body: [UInt8]) async throws {
+        try await watcher.send(
+            STOMPFrame(
+                .send,
+                headers: [.init("destination", RecorderTopology.submitDestination), .init("persistent", "true")],
+                body: body
+            )
+        )
+    }
+
+    /// A job for `room`, its key wrapped for the fleet's device.
+    func job(
+        _ jobID: String,
+        callID: UInt64,
+        room: UInt64,
+        key: CallKey,
+        output: String,
+        stop: StopCondition,
+        wrappedFor recipient: DevicePublicKey? = nil
+    ) throws -> RecordJob {
+        RecordJob(
+            version: 1,
+            jobID: jobID,
+            callID: callID,
+            room: room,
+            janusURL: janus.webSocketURL,
+            crypto: .ecall,
+            wrappedKey: try KeyWrapping.wrap(key, for: recipient ?? fleetKey),
+            keyEpoch: 0,
+            recorderDeviceID: Self.deviceID,
+            output: output,
+            stop: stop,
+            display: "recorder",
+            submittedAt: RecorderTime.format(Date())
+        )
+    }
+
+    /// Jobs in the queue, ready or delivered and not yet acknowledged.
+    func jobsInQueue() throws -> Int {
+        let output = try broker.rabbitmqctl([
+            "list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name", "messages",
+        ])
+        for line in output.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+            if fields.count == 2, fields[0] == RecorderTopology.jobQueueName, let count = Int(fields[1]) {
+                return count
+            }
+        }
+        throw SubprocessError(description: "no queue \(RecorderTopology.jobQueueName): \(output)")
+    }
+
+    /// The jobs in the queue once the count reaches `expected`, or the last count after `limit`
+    /// (the broker's counts of a quorum queue trail its acknowledgements by up to its statistics
+    /// interval).
+    func jobsInQueue(settlingAt expected: Int, within limit: Duration = .seconds(15)) async throws -> Int {
+        let deadline = ContinuousClock.now + limit
+        var count = try jobsInQueue()
+        while count != expected, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(500))
+            count = try jobsInQueue()
+        }
+        return count
+    }
+
+    /// A new VideoRoom with H264 video.
+    func createRoom() async throws -> (room: UInt64, connection: JanusConnection) {
+        let connection = try await JanusConnection.connect(to: janus.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["h264", "vp8"]))
+        return (room, connection)
+    }
+}
+
+/// A `conclave recorder serve` process, its output in files (read at any time), killed at the end.
+final class ServiceProcess: @unchecked Sendable {
+    // @unchecked: `process` is set up in init; afterwards only thread-safe Process calls are made.
+    let name: String
+    private let process: Process
+    let stdoutFile: URL
+    let stderrFile: URL
+
+    init(_ name: String, arguments: [String], in directory: URL) throws {
+        self.name = name
+        stdoutFile = directory.appendingPathComponent("\(name).out")
+        stderrFile = directory.appendingPathComponent("\(name).err")
+        _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: try TestPaths.conclave())
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
+        process.standardError = try FileHandle(forWritingTo: stderrFile)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var output: String { (try? String(contentsOf: stdoutFile, encoding: .utf8)) ?? "" }
+    var errors: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// The exit status, or nil if still running after `limit` (then killed).
+    func waitForExit(within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return nil
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+    }
+}
+
+/// Runs the built `conclave` binary to completion.
+func conclave(_ arguments: [String]) throws -> ProcessResult {
+    try runProcess(try TestPaths.conclave(), arguments, timeout: .seconds(60))
+}
