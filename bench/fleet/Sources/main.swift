@@ -72,16 +72,20 @@ func processCPUSeconds(_ pid: pid_t) -> Double? {
     return Double(nanoseconds) / 1e9
 }
 
-/// Whether a recording folder holds media bytes yet (any non-empty file that is not the manifest).
-func hasMedia(_ folder: String) -> Bool {
-    guard let enumerator = FileManager.default.enumerator(atPath: folder) else { return false }
+/// Whether a recording folder holds media bytes yet (any non-empty file but the manifests).
+func hasMedia(_ folder: String) -> Bool { !mediaFiles(folder).isEmpty }
+
+/// The non-empty media files under a recording folder (paths relative to it).
+func mediaFiles(_ folder: String) -> Set<String> {
+    guard let enumerator = FileManager.default.enumerator(atPath: folder) else { return [] }
+    var files: Set<String> = []
     for case let name as String in enumerator where !name.hasSuffix(".json") {
         let attributes = try? FileManager.default.attributesOfItem(atPath: folder + "/" + name)
         if (attributes?[.type] as? FileAttributeType) == .typeRegular, let size = attributes?[.size] as? Int, size > 0 {
-            return true
+            files.insert(name)
         }
     }
-    return false
+    return files
 }
 
 /// Polls `condition` every 20 ms (a file system or a log, nothing to wait on) until `limit`.
@@ -317,7 +321,7 @@ let participants = callCount * participantsPerCall
 say(
     String(
         format:
-            "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent (%.2f%% lost)",
+            "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent over the recordings' durations (%.2f%% fewer; a feed's video before its first keyframe, up to 2 s, cannot be recorded and counts here)",
         percentile(firstFrame, 0.5),
         firstFrame.count,
         participants,
@@ -350,14 +354,15 @@ for index in 0..<killCount {
     _ = await waitFor(.seconds(20)) { hasMedia(folder) }
     let killed = ContinuousClock.now
     victim.kill9()
-    let mediaBefore = Set(FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [])
+    let mediaBefore = mediaFiles(folder)
     if await waitFor(.seconds(30), { events.started(jobID, attempt: 2) != nil }) != nil,
         let (instant, _) = events.started(jobID, attempt: 2)
     {
         toStarted.append(seconds(instant - killed))
+        // A file of the new attempt (`attempt-N/`) with bytes in it; the files the dead attempt's
+        // repair writes beside its journals do not count.
         let grown = await waitFor(.seconds(30)) {
-            let now = Set(FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [])
-            return now.subtracting(mediaBefore).contains { !$0.hasSuffix(".json") && hasMedia(folder) }
+            mediaFiles(folder).subtracting(mediaBefore).contains { $0.hasPrefix("attempt-") }
         }
         if grown != nil { toMedia.append(seconds(ContinuousClock.now - killed)) }
     } else {
@@ -372,7 +377,7 @@ for index in 0..<killCount {
 say(
     String(
         format:
-            "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; new segment's first bytes p50 %.2f s, p95 %.2f s",
+            "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; the new attempt's first media bytes p50 %.2f s, p95 %.2f s",
         toStarted.count,
         percentile(toStarted, 0.5),
         percentile(toStarted, 0.95),
