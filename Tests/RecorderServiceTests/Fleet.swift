@@ -160,7 +160,22 @@ final class Fleet: @unchecked Sendable {
         )
         log = EventLog(watcher.messages)
         watcher.start()
-        try await watcher.waitUntilConnected()
+        // Bounded: a broker that never answers fails the test instead of hanging it.
+        let watcher = watcher
+        let connected = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await watcher.waitUntilConnected()) != nil }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            if !first { await watcher.close() }
+            return first
+        }
+        guard connected else {
+            throw SubprocessError(description: "the watcher did not connect to \(broker.webSocketURL) within 30 s")
+        }
         watcher.subscribe(id: "events", destination: RecorderTopology.allEvents)
     }
 
