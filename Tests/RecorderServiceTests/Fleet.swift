@@ -142,8 +142,7 @@ final class Fleet: @unchecked Sendable {
             )
         )
         passcodeFile = directory.appendingPathComponent("recorder.passcode").path
-        try Self.declareRecorderTopology(broker, in: directory)
-        let passcode = try Self.addRecorder(broker, Self.deviceID)
+        let passcode = try broker.addRecorder(Self.deviceID)
         _ = FileManager.default.createFile(
             atPath: passcodeFile,
             contents: Data(passcode.utf8),
@@ -161,46 +160,23 @@ final class Fleet: @unchecked Sendable {
         )
         log = EventLog(watcher.messages)
         watcher.start()
-        try await watcher.waitUntilConnected()
+        // Bounded: a broker that never answers fails the test instead of hanging it.
+        let watcher = watcher
+        let connected = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await watcher.waitUntilConnected()) != nil }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            if !first { await watcher.close() }
+            return first
+        }
+        guard connected else {
+            throw SubprocessError(description: "the watcher did not connect to \(broker.webSocketURL) within 30 s")
+        }
         watcher.subscribe(id: "events", destination: RecorderTopology.allEvents)
-    }
-
-    /// The recorder topology of config/rabbitmq/definitions.json (imported again: it adds only
-    /// what is missing).
-    static func declareRecorderTopology(_ broker: RabbitMQTestBed, in directory: URL) throws {
-        let definitions = """
-            {"exchanges": [
-              {"name": "recorder.submit", "vhost": "ecall", "type": "direct", "durable": true, "auto_delete": false, "internal": false, "arguments": {}},
-              {"name": "recorder.events", "vhost": "ecall", "type": "topic", "durable": true, "auto_delete": false, "internal": false, "arguments": {}}],
-             "queues": [
-              {"name": "recorder.jobs", "vhost": "ecall", "durable": true, "auto_delete": false,
-               "arguments": {"x-queue-type": "quorum", "x-delivery-limit": 5, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "recorder.jobs.dead"}},
-              {"name": "recorder.jobs.dead", "vhost": "ecall", "durable": true, "auto_delete": false, "arguments": {"x-queue-type": "classic"}}],
-             "bindings": [
-              {"source": "recorder.submit", "vhost": "ecall", "destination": "recorder.jobs", "destination_type": "queue", "routing_key": "recorder.jobs", "arguments": {}}]}
-            """
-        let file = directory.appendingPathComponent("recorder-definitions.json")
-        try definitions.write(to: file, atomically: true, encoding: .utf8)
-        _ = chmod(directory.path, 0o755)
-        _ = chmod(file.path, 0o644)
-        try broker.rabbitmqctl(["import_definitions", file.path])
-    }
-
-    /// The fleet's broker user: a device's signaling rights, reading jobs, announcing and reading
-    /// events (as config/rabbitmq/README.md describes the recorder user).
-    static func addRecorder(_ broker: RabbitMQTestBed, _ id: UInt64) throws -> String {
-        let passcode = RabbitMQTestBed.randomPasscode()
-        let login = RabbitMQTestBed.login(forDevice: id)
-        try broker.rabbitmqctl(["add_user", login], input: passcode)
-        try broker.rabbitmqctl([
-            "set_permissions", "-p", RabbitMQTestBed.virtualHost, login, "^stomp-subscription-.*$",
-            "^(ecall\\.signal\\.in|recorder\\.events|stomp-subscription-.*)$",
-            "^(ecall\\.signal\\.out|recorder\\.jobs|recorder\\.events|stomp-subscription-.*)$",
-        ])
-        try broker.rabbitmqctl([
-            "set_topic_permissions", "-p", RabbitMQTestBed.virtualHost, login, "ecall.signal.out", "^$", "^\(id)$",
-        ])
-        return passcode
     }
 
     deinit {

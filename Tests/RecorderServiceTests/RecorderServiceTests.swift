@@ -291,6 +291,48 @@ struct RecorderServiceTests {
         await connection.close()
     }
 
+    @Test("SIGTERM with --handover: the call stops, goes back to the queue, and another service continues it")
+    func drainWithHandover() async throws {
+        let fleet = try await Fleet()
+        let leaving = try fleet.startService("leaving", ["--handover"])
+        #expect(await fleet.awaitService("leaving"), "\(leaving.errors)")
+        let (room, connection) = try await fleet.createRoom()
+        let key = CallKey.random()
+        try await fleet.submit(
+            try fleet.job(
+                "moved",
+                callID: 51,
+                room: room,
+                key: key,
+                output: "h/moved",
+                stop: .roomEmpty(graceSeconds: 2)
+            )
+            .encoded()
+        )
+        let started = try #require(await fleet.log.started("moved"), "\(leaving.errors)")
+        #expect(started.serviceID == "leaving")
+        let staying = try fleet.startService("staying")
+        #expect(await fleet.awaitService("staying"), "\(staying.errors)")
+        let call = try await publishers(fleet, on: connection, room: room, callID: 51, key: key, seconds: 14)
+        #expect(try await waitUntilWritten(URL(fileURLWithPath: started.path), within: .seconds(15)))
+        leaving.signal(SIGTERM)
+        let resumed = try #require(await fleet.log.started("moved", attempt: 2, within: .seconds(10)))
+        #expect(resumed.serviceID == "staying" && resumed.path == started.path + "/attempt-2")
+        #expect(await leaving.waitForExit(within: .seconds(20)) == 0, "\(leaving.errors)")
+        // The first attempt was finished cleanly by the service that left: nothing to repair.
+        #expect(try RecordingManifest.read(from: started.path).status == "finished")
+        try await Task.sleep(for: .seconds(4))
+        for publisher in call { await publisher.stop() }
+        let finished = try #require(await fleet.log.finished("moved"), "\(staying.errors)")
+        try expectComplete(finished.path, participants: 2)
+        let continuation = try #require(try RecordingManifest.read(from: finished.path).continuation)
+        #expect(continuation.previous == ".." && (continuation.outageSeconds ?? -1) >= 0)
+        #expect(try await fleet.jobsInQueue(settlingAt: 0) == 0)
+        staying.signal(SIGTERM)
+        #expect(await staying.waitForExit(within: .seconds(20)) == 0)
+        await connection.close()
+    }
+
     /// Waits until the recording's manifest shows written video and audio for every participant.
     func waitUntilWritten(_ folder: URL, within limit: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + limit
