@@ -121,7 +121,7 @@ let package = Package(
         // from a recording folder's files and manifest.
         .target(
             name: "ConclaveCompose",
-            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims"]
+            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims", "ConclaveAV", "ConclaveFiles"]
         ),
 
         // MARK: Composition
@@ -233,7 +233,7 @@ let package = Package(
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(
             name: "ConclaveComposeTests",
-            dependencies: ["ConclaveCompose", "ConclaveRecorder"]
+            dependencies: ["ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore"]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
