@@ -162,6 +162,15 @@ let package = Package(
         ),
         // A private RabbitMQ with Web-STOMP on loopback, from config/rabbitmq.
         .target(name: "RabbitMQTestBed", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // Simulated publishers and calls (pattern + tone, encoded for real) recorded through CallRecorder:
+        // recording folders for the recorder's and the composer's tests, conclave-testbed and bench/compose.
+        .target(
+            name: "RecordingTestBed",
+            dependencies: [
+                "ConclaveCore", "ConclaveMedia", "ConclaveOpus", "ConclaveRTP", "ConclaveRecorder",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "conclave",
             dependencies: [
@@ -175,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "conclave-testbed",
             dependencies: [
-                "JanusTestBed", "RabbitMQTestBed",
+                "JanusTestBed", "RabbitMQTestBed", "RecordingTestBed",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -311,6 +320,7 @@ let package = Package(
                 "ConclaveRecorder", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
                 "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+                "RecordingTestBed",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
