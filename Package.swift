@@ -242,7 +242,9 @@ let package = Package(
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(
             name: "ConclaveComposeTests",
-            dependencies: ["ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore"]
+            dependencies: [
+                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "RecordingTestBed",
+            ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),

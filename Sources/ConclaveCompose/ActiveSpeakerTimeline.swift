@@ -24,6 +24,8 @@ public struct ActiveSpeakerTimeline: Sendable {
     /// Where the floor changes: the window it changes in and the participant (an index into
     /// `keys`) from there on, nil for nobody; in window order.
     private let changes: [(window: Int, speaker: Int?)]
+    /// Windows measured: the timeline's duration.
+    private let windows: Int
 
     public init(timeline: CompositionTimeline) throws(ComposeError) {
         let windowFrames = Int(Self.window * Double(AudioMixdown.sampleRate))
@@ -49,14 +51,16 @@ public struct ActiveSpeakerTimeline: Sendable {
             presence.append(Self.smoothed(powers, over: Self.presenceWindows))
             loudness.append(Self.smoothed(powers, over: Self.loudnessWindows))
         }
+        self.windows = windows
         changes = Self.floor(presence: presence, loudness: loudness, windows: windows)
     }
 
     /// The participant key of the active speaker at `time` (seconds on the call timeline), nil
-    /// when nobody speaks.
+    /// when nobody speaks (and outside the call).
     public func speaker(at time: Double) -> String? {
         guard time.isFinite, time >= 0 else { return nil }
         let window = Int(min(time / Self.window, Double(Int32.max)))
+        guard window < windows else { return nil }
         var low = 0
         var high = changes.count
         while low < high {
