@@ -121,7 +121,7 @@ let package = Package(
         // from a recording folder's files and manifest.
         .target(
             name: "ConclaveCompose",
-            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims"]
+            dependencies: ["ConclaveCore", "ConclaveRecorder", "ConclaveAV", "CFFmpegFilter", "CFFmpegFilterShims"]
         ),
 
         // MARK: Composition
@@ -176,7 +176,7 @@ let package = Package(
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
-                "ConclaveICE", "ECallSignaling", "STOMPClient",
+                "ConclaveICE", "ECallSignaling", "STOMPClient", "ConclaveCompose",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -242,7 +242,11 @@ let package = Package(
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(
             name: "ConclaveComposeTests",
-            dependencies: ["ConclaveCompose", "ConclaveRecorder"]
+            dependencies: [
+                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveCore", "ConclaveMedia",
+                "ConclaveTestSupport",
+                "RecordingTestBed",
+            ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
