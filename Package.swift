@@ -238,6 +238,12 @@ let package = Package(
             path: "bench/recorder/Sources"
         ),
 
+        .executableTarget(
+            name: "bench-compose",
+            dependencies: ["ConclaveCompose", "RecordingTestBed"],
+            path: "bench/compose/Sources"
+        ),
+
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(

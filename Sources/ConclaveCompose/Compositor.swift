@@ -42,7 +42,8 @@ final class Compositor {
     private var speaker: Int?
     private let output: UnsafeMutablePointer<AVFrame>
     private let nameFolder: String
-    private var failure: [String] = []
+    /// Every graph description used, in order of first use.
+    private(set) var graphs: [String] = []
 
     init(
         timeline: CompositionTimeline,
@@ -81,7 +82,7 @@ final class Compositor {
         av_frame_free(&output)
     }
 
-    var problems: [String] { videos.flatMap(\.problems) + failure }
+    var problems: [String] { videos.flatMap(\.problems) }
 
     /// Composes output picture `index`.
     func compose(frame index: Int) throws(ComposeError) {
@@ -143,6 +144,7 @@ final class Compositor {
             height: options.height
         )
         let description = graphDescription(tiles, rectangles)
+        if !graphs.contains(description) { graphs.append(description) }
         let graph = try FilterGraph(description: description, inputs: max(1, tiles.count))
         var started = Period(tiles: tiles, graph: graph)
         if tiles.isEmpty {

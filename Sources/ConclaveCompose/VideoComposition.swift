@@ -42,6 +42,9 @@ public struct CompositionReport: Sendable, Hashable {
     public var audioEncoder: String?
     /// Segments composed as gaps or silence, one line each.
     public var problems: [String]
+    /// The libavfilter graphs used, in order of first use (bench/compose runs the same with the
+    /// `ffmpeg` program).
+    public var graphs: [String]
 }
 
 /// The composite of a recording: every participant's video placed on the call timeline, tiled
@@ -122,7 +125,8 @@ public enum VideoComposition {
             duration: Double(encoder.framesWritten) / Double(options.frameRate),
             videoEncoder: encoder.videoEncoderName,
             audioEncoder: encoder.audioEncoderName,
-            problems: timeline.problems + compositor.problems + (audio?.problems ?? [])
+            problems: timeline.problems + compositor.problems + (audio?.problems ?? []),
+            graphs: compositor.graphs
         )
     }
 
