@@ -121,7 +121,9 @@ let package = Package(
         // from a recording folder's files and manifest.
         .target(
             name: "ConclaveCompose",
-            dependencies: ["ConclaveCore", "ConclaveRecorder", "ConclaveAV", "CFFmpegFilter", "CFFmpegFilterShims"]
+            dependencies: [
+                "ConclaveCore", "ConclaveRecorder", "ConclaveAV", "ConclaveFiles", "CFFmpegFilter", "CFFmpegFilterShims",
+            ]
         ),
 
         // MARK: Composition
@@ -249,9 +251,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveComposeTests",
             dependencies: [
-                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveCore", "ConclaveMedia",
-                "ConclaveTestSupport",
-                "RecordingTestBed",
+                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "ConclaveMedia",
+                "ConclaveTestSupport", "RecordingTestBed",
             ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),

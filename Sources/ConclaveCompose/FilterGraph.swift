@@ -74,7 +74,7 @@ final class FilterGraph {
     func pull(into frame: UnsafeMutablePointer<AVFrame>) throws(ComposeError) -> Bool {
         av_frame_unref(frame)
         let rc = av_buffersink_get_frame(sink, frame)
-        if rc == cshim_AVERROR_EAGAIN() || rc == cshim_AVERROR_EOF() { return false }
+        if rc == cshim_filter_AVERROR_EAGAIN() || rc == cshim_filter_AVERROR_EOF() { return false }
         guard rc >= 0 else {
             throw ComposeError(path: "filter graph", reason: "filtering failed: \(Self.errorText(rc))")
         }

@@ -32,6 +32,10 @@ public protocol SpeakerSource: Sendable {
     func speaker(at time: Double) -> String?
 }
 
+extension AudioMixdown: CompositeAudioSource {}
+
+extension ActiveSpeakerTimeline: SpeakerSource {}
+
 /// What a finished composition made and what it could not use.
 public struct CompositionReport: Sendable, Hashable {
     public var path: String
@@ -125,9 +129,15 @@ public enum VideoComposition {
             duration: Double(encoder.framesWritten) / Double(options.frameRate),
             videoEncoder: encoder.videoEncoderName,
             audioEncoder: encoder.audioEncoderName,
-            problems: timeline.problems + compositor.problems + (audio?.problems ?? []),
+            problems: unique(timeline.problems + compositor.problems + (audio?.problems ?? [])),
             graphs: compositor.graphs
         )
+    }
+
+    /// The lines in order, each once (the mix repeats the timeline's problems).
+    static func unique(_ lines: [String]) -> [String] {
+        var seen = Set<String>()
+        return lines.filter { seen.insert($0).inserted }
     }
 
     static func write(_ body: () throws(MediaFileError) -> Void) throws(ComposeError) {

@@ -24,8 +24,8 @@ struct ComposeCommand: ParsableCommand {
     @Argument(help: "The recording folder (holding manifest.json).")
     var directory: String
 
-    @Option(help: "The output file (.mp4, .webm or .mkv).")
-    var out: String
+    @Option(help: "The output file: .mp4, .webm or .mkv; with --audio-only .opus, .ogg, .flac or .wav.")
+    var out: String?
 
     @Option(help: "The picture size, WxH (even numbers).")
     var size = "1280x720"
@@ -33,11 +33,26 @@ struct ComposeCommand: ParsableCommand {
     @Option(help: "Frames per second.")
     var fps = 30
 
-    @Option(help: "grid: everyone in equal tiles.")
+    @Option(help: "grid: everyone in equal tiles; speaker: the active speaker large, the others in a strip.")
     var layout: LayoutChoice = .grid
+
+    @Flag(help: "Write only the mixed audio of the call to --out.")
+    var audioOnly = false
+
+    @Option(help: "Also write one WAV per participant into this folder, each the call's full length.")
+    var stems: String?
+
+    @Option(help: "Loudness of the mix: none (as recorded, peak-limited) or r128 (EBU R128, -16 LUFS).")
+    var loudness: LoudnessChoice = .none
 
     enum LayoutChoice: String, ExpressibleByArgument, CaseIterable {
         case grid
+        case speaker
+    }
+
+    enum LoudnessChoice: String, ExpressibleByArgument, CaseIterable {
+        case none
+        case r128
     }
 
     func validate() throws {
@@ -45,9 +60,17 @@ struct ComposeCommand: ParsableCommand {
             throw ValidationError("--size must be WxH with even numbers from 160x90 to 3840x2160, not \(size)")
         }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1 to 60") }
-        let ext = (out as NSString).pathExtension.lowercased()
-        guard ["mp4", "webm", "mkv"].contains(ext) else {
-            throw ValidationError("--out must end in .mp4, .webm or .mkv, not \(out)")
+        guard out != nil || stems != nil else { throw ValidationError("give --out FILE, --stems DIR or both") }
+        if let out {
+            let ext = (out as NSString).pathExtension.lowercased()
+            let allowed = audioOnly ? ["opus", "ogg", "flac", "wav"] : ["mp4", "webm", "mkv"]
+            guard allowed.contains(ext) else {
+                throw ValidationError(
+                    "--out must end in \(allowed.map { "." + $0 }.joined(separator: ", ")), not \(out)"
+                )
+            }
+        } else if audioOnly {
+            throw ValidationError("--audio-only needs --out FILE")
         }
     }
 
@@ -58,39 +81,85 @@ struct ComposeCommand: ParsableCommand {
         options.height = height
         options.frameRate = fps
         options.layout = layout == .grid ? .grid : .speaker
-        let timeline: CompositionTimeline
-        do {
-            timeline = try CompositionTimeline.load(directory: directory)
-        } catch {
-            throw RecordCommandError(message: error.description)
-        }
-        let output = PrivateOutput(out)
-        try output.prepare()
+        let mix = AudioMixOptions(loudness: loudness == .r128 ? .ebuR128 : .none)
         var reporter = ProgressReporter(terminal: isatty(STDERR_FILENO) == 1)
-        let report: CompositionReport
+        var problems: [String] = []
+        var summary: [String: Any] = ["done": true]
         do {
-            report = try VideoComposition.compose(timeline, to: output.temporary, options: options) { done, total in
-                reporter.update(done: done, total: total)
+            let timeline = try CompositionTimeline.load(directory: directory)
+            if let stems {
+                let written = try AudioExport.writeStems(
+                    timeline,
+                    to: stems,
+                    progress: { reporter.update(done: $0, total: $1, stage: "stems") },
+                    onProblem: { problems.append($0) }
+                )
+                reporter.clear()
+                summary["stems"] = written
+                if reporter.terminal { print("wrote \(written.count) stems in \(stems)") }
+            }
+            if let out, audioOnly {
+                problems += try AudioExport.writeMix(timeline, to: out, options: mix) {
+                    reporter.update(done: $0, total: $1, stage: "mix")
+                }
+                reporter.clear()
+                summary["out"] = out
+                if reporter.terminal {
+                    print("wrote the mix of \(String(format: "%.1f", timeline.duration)) s to \(out)")
+                }
+            } else if let out {
+                let report = try composite(timeline, to: out, options: options, mix: mix, reporter: &reporter)
+                problems += report.problems
+                summary["out"] = out
+                summary["seconds"] = report.duration
+                summary["frames"] = report.frames
+                if reporter.terminal {
+                    print(
+                        "composed \(out): \(String(format: "%.1f", report.duration)) s, \(report.frames) frames, "
+                            + "\(report.videoEncoder)\(report.audioEncoder.map { " + \($0)" } ?? "")"
+                    )
+                }
             }
         } catch {
-            output.discard()
             reporter.clear()
-            throw RecordCommandError(message: error.description)
+            throw RecordCommandError(message: String(describing: error))
         }
-        reporter.clear()
-        try output.commit()
-        let problems = report.problems
-        if reporter.terminal {
-            print(
-                "composed \(out): \(String(format: "%.1f", report.duration)) s, \(report.frames) frames, "
-                    + "\(report.videoEncoder)\(report.audioEncoder.map { " + \($0)" } ?? "")"
-            )
-        } else {
-            reporter.json([
-                "done": true, "out": out, "seconds": report.duration, "frames": report.frames, "problems": problems,
-            ])
+        var seen = Set<String>()
+        problems = problems.filter { seen.insert($0).inserted }
+        if !reporter.terminal {
+            summary["problems"] = problems
+            reporter.json(summary)
         }
         for problem in problems { FileHandle.standardError.write(Data("conclave: problem: \(problem)\n".utf8)) }
+    }
+
+    /// The composite video with the mixed audio, written privately and renamed into place.
+    private func composite(
+        _ timeline: CompositionTimeline,
+        to out: String,
+        options: CompositeOptions,
+        mix: AudioMixOptions,
+        reporter: inout ProgressReporter
+    ) throws -> CompositionReport {
+        let audio = try AudioMixdown(timeline: timeline, options: mix)
+        let speakers = options.layout == .speaker ? try ActiveSpeakerTimeline(timeline: timeline) : nil
+        let output = PrivateOutput(out)
+        try output.prepare()
+        do {
+            let report = try VideoComposition.compose(
+                timeline,
+                to: output.temporary,
+                options: options,
+                audio: audio,
+                speakers: speakers
+            ) { reporter.update(done: $0, total: $1, stage: "composite") }
+            reporter.clear()
+            try output.commit()
+            return report
+        } catch {
+            output.discard()
+            throw error
+        }
     }
 
     /// `WxH` with even sizes in a sensible range, or nil.
@@ -121,13 +190,9 @@ private struct PrivateOutput {
         self.temporary = "\(self.folder)/.\(name).\(getpid()).partial.\(ext)"
     }
 
-    func prepare() throws {
-        do {
-            try PrivateFiles.ensurePrivateDirectory(folder, createParents: true, policy: .narrow)
-            try PrivateFiles.createPrivateFile(temporary)
-        } catch {
-            throw RecordCommandError(message: error.description)
-        }
+    func prepare() throws(FileError) {
+        try PrivateFiles.ensurePrivateDirectory(folder, createParents: true, policy: .narrow)
+        try PrivateFiles.createPrivateFile(temporary)
     }
 
     func commit() throws {
@@ -136,11 +201,7 @@ private struct PrivateOutput {
             discard()
             throw RecordCommandError(message: "\(path): cannot put the composite in place: \(reason)")
         }
-        do {
-            try PrivateFiles.syncDirectory(folder)
-        } catch {
-            throw RecordCommandError(message: error.description)
-        }
+        try PrivateFiles.syncDirectory(folder)
     }
 
     func discard() { unlink(temporary) }
@@ -149,14 +210,20 @@ private struct PrivateOutput {
 /// Progress on stderr: a bar with the ETA on a terminal, else one JSON line a second on stdout.
 private struct ProgressReporter {
     let terminal: Bool
-    private let started = Date()
+    private var started = Date()
+    private var stage = ""
     private var lastPrint: Date?
     private var drawn = false
 
     init(terminal: Bool) { self.terminal = terminal }
 
-    mutating func update(done: Double, total: Double) {
+    mutating func update(done: Double, total: Double, stage: String) {
         let now = Date()
+        if stage != self.stage {
+            self.stage = stage
+            started = now
+            lastPrint = nil
+        }
         let interval = terminal ? 0.2 : 1.0
         if let lastPrint, now.timeIntervalSince(lastPrint) < interval, done < total { return }
         lastPrint = now
@@ -169,7 +236,8 @@ private struct ProgressReporter {
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let remaining = eta.map { Self.clock($0) } ?? "--:--"
             let line = String(
-                format: "\r[%@] %3d%%  %@ / %@  ETA %@ ",
+                format: "\r%@ [%@] %3d%%  %@ / %@  ETA %@ ",
+                stage,
                 bar,
                 Int(fraction * 100),
                 Self.clock(done),
@@ -180,7 +248,7 @@ private struct ProgressReporter {
             drawn = true
         } else {
             var fields: [String: Any] = [
-                "composed": (done * 10).rounded() / 10, "total": (total * 10).rounded() / 10,
+                "stage": stage, "composed": (done * 10).rounded() / 10, "total": (total * 10).rounded() / 10,
                 "elapsed": (elapsed * 10).rounded() / 10,
             ]
             if let eta { fields["eta"] = (eta * 10).rounded() / 10 }

@@ -35,7 +35,12 @@ final class CompositeFixture: Sendable {
         _ = try call.record(to: recording)
         timeline = try CompositionTimeline.load(directory: recording)
         composite = directory.appendingPathComponent("composite.mp4").path
-        report = try VideoComposition.compose(timeline, to: composite, options: Self.options)
+        report = try VideoComposition.compose(
+            timeline,
+            to: composite,
+            options: Self.options,
+            audio: try AudioMixdown(timeline: timeline)
+        )
     }
 }
 
@@ -104,6 +109,8 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         #expect(abs(fixture.timeline.duration - Double(fixture.call.seconds)) < 1.0 / 30)
         #expect(fixture.report.problems.isEmpty, "\(fixture.report.problems)")
         #expect(fixture.report.videoEncoder == "libx264")
+        #expect(fixture.report.audioEncoder == "aac")
+        #expect(try FFmpeg.probeStreams(fixture.composite).sorted() == ["aac", "h264"])
     }
 
     @Test("Each tile shows its participant's picture of that instant, appears at the join and is gone at the leave")
@@ -157,7 +164,7 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         #expect(firstSeen[joiner.key] == joiner.join * 30 + 1 || firstSeen[joiner.key] == joiner.join * 30)
     }
 
-    @Test("The flashes of all tiles fall on the same picture, within 40 ms")
+    @Test("The flashes of all tiles fall on the same picture, and the mixed audio beeps with them, within 40 ms")
     func flashesAgree() throws {
         let pictures = try decodePictures(fixture.composite)
         var flashes: [Int: [String: Int]] = [:]
@@ -171,6 +178,14 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
             }
         }
         #expect(flashes.count >= fixture.call.seconds - 1)
+        // The mixed audio's beeps are heard with the flashes.
+        let audio = try decodeFile(fixture.composite)
+        let beeps = beepTimes(audio.samples, channels: audio.channels, seconds: fixture.call.seconds)
+        for (second, byMember) in flashes {
+            guard let flash = byMember.values.min() else { continue }
+            let beep = try #require(second < beeps.count ? beeps[second] : nil, "no beep at second \(second)")
+            #expect(abs(beep - Double(flash) / 30) <= 0.040, "second \(second): beep \(beep), flash \(flash)")
+        }
         for (second, byMember) in flashes {
             let indices = Array(byMember.values)
             let spread = Double((indices.max() ?? 0) - (indices.min() ?? 0)) / 30

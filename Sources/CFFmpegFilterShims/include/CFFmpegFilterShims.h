@@ -10,14 +10,6 @@
 
 /// `LIBAVFILTER_VERSION_INT` of the headers built against (a macro), for error lines.
 unsigned cshim_LIBAVFILTER_VERSION_INT(void);
-
-// FFmpeg's error codes are macros built from FFERRTAG, which Swift does not import. These two are
-// `static inline` because CFFmpegShims exports functions of the same names for libavcodec's owner,
-// and both shim targets link into one executable.
-#include <errno.h>
-#include <libavutil/error.h>
-
-/// `AVERROR_EOF`: a filter graph's output has ended.
-static inline int cshim_AVERROR_EOF(void) { return AVERROR_EOF; }
-/// `AVERROR(EAGAIN)`: the graph needs more input before it can output a frame.
-static inline int cshim_AVERROR_EAGAIN(void) { return AVERROR(EAGAIN); }
+/// `AVERROR(EAGAIN)` and `AVERROR_EOF` (function-like macros): a filter graph's sink is empty for now, or done.
+int cshim_filter_AVERROR_EAGAIN(void);
+int cshim_filter_AVERROR_EOF(void);
