@@ -122,7 +122,8 @@ let package = Package(
         .target(
             name: "ConclaveCompose",
             dependencies: [
-                "ConclaveCore", "ConclaveRecorder", "ConclaveAV", "ConclaveFiles", "CFFmpegFilter", "CFFmpegFilterShims",
+                "ConclaveCore", "ConclaveRecorder", "ConclaveAV", "ConclaveFiles", "CFFmpegFilter",
+                "CFFmpegFilterShims",
             ]
         ),
 
