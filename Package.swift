@@ -121,7 +121,10 @@ let package = Package(
         // from a recording folder's files and manifest.
         .target(
             name: "ConclaveCompose",
-            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims", "ConclaveAV", "ConclaveFiles"]
+            dependencies: [
+                "ConclaveCore", "ConclaveRecorder", "ConclaveAV", "ConclaveFiles", "CFFmpegFilter",
+                "CFFmpegFilterShims",
+            ]
         ),
 
         // MARK: Composition
@@ -176,7 +179,7 @@ let package = Package(
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
-                "ConclaveICE", "ECallSignaling", "STOMPClient",
+                "ConclaveICE", "ECallSignaling", "STOMPClient", "ConclaveCompose",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -238,12 +241,19 @@ let package = Package(
             path: "bench/recorder/Sources"
         ),
 
+        .executableTarget(
+            name: "bench-compose",
+            dependencies: ["ConclaveCompose", "RecordingTestBed"],
+            path: "bench/compose/Sources"
+        ),
+
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(
             name: "ConclaveComposeTests",
             dependencies: [
-                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "RecordingTestBed",
+                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "ConclaveMedia",
+                "ConclaveTestSupport", "RecordingTestBed",
             ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),

@@ -1,4 +1,4 @@
-import CFFmpegFilterShims
+internal import CFFmpegFilterShims
 
 /// EBU R128 loudness normalisation of a stream of 48 kHz Float32 blocks through libavfilter:
 /// `loudnorm` (dynamic, one pass: it needs no second reading of the inputs) and `aresample` back
