@@ -123,7 +123,10 @@ let package = Package(
         // from a recording folder's files and manifest.
         .target(
             name: "ConclaveCompose",
-            dependencies: ["ConclaveCore", "ConclaveRecorder", "CFFmpegFilterShims"]
+            dependencies: [
+                "ConclaveCore", "ConclaveRecorder", "ConclaveAV", "ConclaveFiles", "CFFmpegFilter",
+                "CFFmpegFilterShims",
+            ]
         ),
 
         // MARK: Composition
@@ -173,13 +176,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Simulated publishers and calls (pattern + tone, encoded for real) recorded through CallRecorder:
+        // recording folders for the recorder's and the composer's tests, conclave-testbed and bench/compose.
+        .target(
+            name: "RecordingTestBed",
+            dependencies: [
+                "ConclaveCore", "ConclaveMedia", "ConclaveOpus", "ConclaveRTP", "ConclaveRecorder",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "conclave",
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
-                "ConclaveRecorderService",
+                "ConclaveRecorderService", "ConclaveCompose",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -187,7 +199,7 @@ let package = Package(
         .executableTarget(
             name: "conclave-testbed",
             dependencies: [
-                "JanusTestBed", "RabbitMQTestBed",
+                "JanusTestBed", "RabbitMQTestBed", "RecordingTestBed",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -249,11 +261,20 @@ let package = Package(
             path: "bench/fleet/Sources"
         ),
 
+        .executableTarget(
+            name: "bench-compose",
+            dependencies: ["ConclaveCompose", "RecordingTestBed"],
+            path: "bench/compose/Sources"
+        ),
+
         // MARK: Tests, mirroring the targets
         .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
         .testTarget(
             name: "ConclaveComposeTests",
-            dependencies: ["ConclaveCompose", "ConclaveRecorder"]
+            dependencies: [
+                "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "ConclaveMedia",
+                "ConclaveTestSupport", "RecordingTestBed",
+            ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
@@ -344,6 +365,7 @@ let package = Package(
                 "ConclaveRecorder", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveOpenSSL", "ConclaveMedia",
                 "ConclaveAV",
                 "ConclaveOpus", "ConclaveRTP", "JanusClient", "JanusProtocol", "ConclaveTestSupport",
+                "RecordingTestBed",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

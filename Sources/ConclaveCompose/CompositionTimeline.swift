@@ -1,4 +1,4 @@
-public import ConclaveCore
+import ConclaveCore
 public import ConclaveRecorder
 import Foundation
 

@@ -1,4 +1,4 @@
-import CFFmpegFilterShims
+internal import CFFmpegFilterShims
 
 /// The libavfilter this build runs with, for error lines and reports.
 public enum FilterLibrary {

@@ -19,7 +19,7 @@ struct TestBedCommand: ParsableCommand {
             namespace of its own (198.18.0.0/15). Conclave then joins with --janus set to the printed \
             URL and --ice-address set to this side's address.
             """,
-        subcommands: [Run.self, Up.self, Down.self, Broker.self]
+        subcommands: [Run.self, Up.self, Down.self, Broker.self, Recording.self]
     )
 }
 

@@ -7,7 +7,7 @@ struct RecordingsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "recordings",
         abstract: "Inspect or repair recording folders.",
-        subcommands: [Inspect.self, Repair.self]
+        subcommands: [Inspect.self, Repair.self, ComposeCommand.self]
     )
 
     struct Inspect: ParsableCommand {

@@ -3,6 +3,7 @@ import ConclaveCore
 import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
+import RecordingTestBed
 import Testing
 
 @Suite("Recording engine", .serialized)

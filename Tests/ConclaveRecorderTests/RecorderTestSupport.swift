@@ -7,6 +7,7 @@ import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
 import Logging
+import RecordingTestBed
 import Testing
 
 /// What a recorded file shows when decoded: pattern frame numbers, flashes and beeps, with times
@@ -67,132 +68,6 @@ struct RecordedFileAnalysis {
 
 func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-/// A simulated publisher: pattern video and tone audio, encoded for real, timed as if captured
-/// from `start` on the call timeline, with sender reports from a sender clock `clockError` off
-/// the recorder's, arriving `delay` after capture.
-struct SimulatedPublisher {
-    var feedID: UInt64
-    var display: String?
-    var codec: MediaCodec
-    var width = 320
-    var height = 240
-    var seconds = 3
-    /// Capture start on the call timeline (microseconds after the recording's start).
-    var start: Int64 = 0
-    var clockError: Int64 = 0
-    var delay: Int64 = 20_000
-    var videoBase: UInt32 = 0xFFFF_0000
-    var audioBase: UInt32 = 12_345
-    var withVideo = true
-
-    enum Event {
-        case frame(UInt64, MediaKind, EncodedFrame, Int64)
-        case senderReport(UInt64, MediaKind, UInt64, UInt32, Int64)
-
-        var time: Int64 {
-            switch self {
-            case .frame(_, _, _, let time), .senderReport(_, _, _, _, let time): time
-            }
-        }
-    }
-
-    /// Every frame and sender report, in capture order, with arrival times (Unix microseconds).
-    func events(recordingStart: Int64) throws -> [Event] {
-        var events: [Event] = []
-        let origin = recordingStart + start
-        if withVideo {
-            let source = EncodingVideoSource(
-                raw: try PatternSource(
-                    width: width,
-                    height: height,
-                    frameRate: 30,
-                    frameLimit: seconds * 30,
-                    initialTimestamp: videoBase
-                ),
-                encoder: try VideoEncoderSettings(codec: codec, width: width, height: height, bitrate: 300_000)
-                    .makeEncoder()
-            )
-            var index = 0
-            while true {
-                // A keyframe every second, as a publisher answering the recorder's requests would send.
-                if index % 30 == 0 { source.requestKeyframe() }
-                index += 1
-                guard let timed = try source.nextFrame() else { break }
-                let capture = origin + microseconds(timed.mediaTime)
-                events.append(.frame(feedID, .video, timed.frame, capture + delay + 5_000))
-                if timed.frame.rtpTimestamp &- videoBase == 0
-                    || (timed.frame.rtpTimestamp &- videoBase) % 90_000 == 45_000
-                {
-                    let ntp = NTPTimestamp(unixMicroseconds: capture + clockError).rawValue
-                    events.append(.senderReport(feedID, .video, ntp, timed.frame.rtpTimestamp, capture + delay + 1_000))
-                }
-            }
-        }
-        let audio = EncodingAudioSource(
-            raw: try ToneSource(frameLimit: seconds * 50, initialTimestamp: audioBase),
-            encoder: try OpusAudioEncoder()
-        )
-        while let timed = try audio.nextFrame() {
-            let capture = origin + microseconds(timed.mediaTime)
-            events.append(.frame(feedID, .audio, timed.frame, capture + delay))
-            if (timed.frame.rtpTimestamp &- audioBase) % 48_000 == 24_000 {
-                let ntp = NTPTimestamp(unixMicroseconds: capture + clockError).rawValue
-                events.append(.senderReport(feedID, .audio, ntp, timed.frame.rtpTimestamp, capture + delay + 1_000))
-            }
-        }
-        return events
-    }
-}
-
-func microseconds(_ duration: Duration) -> Int64 {
-    duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
-}
-
-/// Feeds events to a recorder in arrival order, with a tick every 500 ms of simulated time.
-/// Feeds `events` to `recorder`; `lostBefore` says how many frames the receiver lost before a frame.
-func play(
-    _ events: [SimulatedPublisher.Event],
-    into recorder: CallRecorder,
-    from start: Int64,
-    lostBefore: (MediaKind, EncodedFrame) -> Int = { _, _ in 0 }
-) {
-    let ordered = events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(
-        \.element
-    )
-    // As RecordingSession feeds it: batches of 60 ms, each followed by a commit, and a tick every
-    // 500 ms.
-    var nextTick = start + 500_000
-    var nextCommit = start + 60_000
-    for event in ordered {
-        while event.time >= nextCommit {
-            recorder.commit()
-            nextCommit += 60_000
-        }
-        while event.time >= nextTick {
-            recorder.tick(now: nextTick)
-            nextTick += 500_000
-        }
-        switch event {
-        case .frame(let feed, let kind, let frame, let time):
-            recorder.frame(
-                feedID: feed,
-                kind: kind,
-                frame: frame,
-                arrival: time,
-                framesLostBefore: lostBefore(kind, frame)
-            )
-        case .senderReport(let feed, let kind, let ntp, let rtp, let time):
-            recorder.senderReport(
-                SenderReportTime(ntp: NTPTimestamp(rawValue: ntp), rtpTimestamp: rtp),
-                feedID: feed,
-                kind: kind,
-                arrival: time
-            )
-        }
-    }
-    recorder.commit()
 }
 
 func testLogger() -> Logger {

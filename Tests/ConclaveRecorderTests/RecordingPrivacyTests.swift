@@ -2,6 +2,7 @@ import ConclaveCore
 import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
+import RecordingTestBed
 import Testing
 
 /// Records `seconds` of one participant into `folder` and stops without finishing, as a crash

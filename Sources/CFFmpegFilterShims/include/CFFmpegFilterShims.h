@@ -10,3 +10,6 @@
 
 /// `LIBAVFILTER_VERSION_INT` of the headers built against (a macro), for error lines.
 unsigned cshim_LIBAVFILTER_VERSION_INT(void);
+/// `AVERROR(EAGAIN)` and `AVERROR_EOF` (function-like macros): a filter graph's sink is empty for now, or done.
+int cshim_filter_AVERROR_EAGAIN(void);
+int cshim_filter_AVERROR_EOF(void);
