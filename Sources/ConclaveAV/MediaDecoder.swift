@@ -143,8 +143,11 @@ public final class MediaStreamDecoder {
                     reason: "odd resolution \(width)x\(height): I420 needs even sizes"
                 )
             }
-            var data = [UInt8](repeating: 0, count: VideoFrame.byteCount(width: width, height: height))
-            data.withUnsafeMutableBufferPointer { out in
+            // Every byte is written below (a missing plane as zeros), so the buffer is not cleared
+            // first: at composite rates that clearing was a memset per decoded picture.
+            let count = VideoFrame.byteCount(width: width, height: height)
+            let data = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                initialized = count
                 guard let base = out.baseAddress else { return }
                 var offset = 0
                 for plane in 0..<3 {
@@ -163,8 +166,13 @@ public final class MediaStreamDecoder {
                     }
                     if let source {
                         for row in 0..<planeHeight {
-                            (base + offset + row * planeWidth).update(from: source + row * stride, count: planeWidth)
+                            (base + offset + row * planeWidth).initialize(
+                                from: source + row * stride,
+                                count: planeWidth
+                            )
                         }
+                    } else {
+                        (base + offset).initialize(repeating: 0, count: planeWidth * planeHeight)
                     }
                     offset += planeWidth * planeHeight
                 }

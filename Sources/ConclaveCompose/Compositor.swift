@@ -1,4 +1,5 @@
 internal import CFFmpegFilter
+internal import CFFmpegFilterShims
 import ConclaveAV
 import ConclaveCore
 import Foundation
@@ -35,9 +36,8 @@ final class Compositor {
     private let videos: [ParticipantVideo]
     /// Per participant: the spans (seconds) in which the tile is shown.
     private let presence: [[Range<Double>]]
-    /// Per participant: the frame fed to a live tile, and the serial of the picture it holds.
+    /// Per participant: the frame a live tile's picture is copied into and handed over in.
     private var inputs: [UnsafeMutablePointer<AVFrame>]
-    private var loaded: [Int]
     private var period: Period?
     private var speaker: Int?
     private let output: UnsafeMutablePointer<AVFrame>
@@ -69,7 +69,6 @@ final class Compositor {
             inputs.append(frame)
         }
         self.inputs = inputs
-        self.loaded = Array(repeating: -1, count: inputs.count)
         guard let output = av_frame_alloc() else { throw ComposeError(path: "composite", reason: "out of memory") }
         self.output = output
         self.nameFolder = try Self.writeNames(timeline.participants.map(\.name))
@@ -105,24 +104,21 @@ final class Compositor {
         }
         guard var current = period else { return }
         for (input, tile) in current.tiles.enumerated() {
-            let frame: UnsafeMutablePointer<AVFrame>
             if let picture = pictures[tile.participant] {
-                frame = inputs[tile.participant]
-                if loaded[tile.participant] != picture.serial {
-                    try load(picture.frame, into: frame)
-                    loaded[tile.participant] = picture.serial
-                }
+                // A picture is handed over (drawtext then draws on it without a copy); the tile's
+                // frame comes back empty and is filled again for the next output frame.
+                let frame = inputs[tile.participant]
+                try load(picture.frame, into: frame)
+                frame.pointee.pts = Int64(current.pushed)
+                try current.graph.push(frame, input: input, keep: false)
             } else if let plain = current.plainFrames[input] {
-                frame = plain
-            } else {
-                continue
+                plain.pointee.pts = Int64(current.pushed)
+                try current.graph.push(plain, input: input, keep: true)
             }
-            frame.pointee.pts = Int64(current.pushed)
-            try current.graph.push(frame, input: input)
         }
         if current.tiles.isEmpty, let plain = current.plainFrames[0] {
             plain.pointee.pts = Int64(current.pushed)
-            try current.graph.push(plain, input: 0)
+            try current.graph.push(plain, input: 0, keep: true)
         }
         current.pushed += 1
         period = current
@@ -180,21 +176,14 @@ final class Compositor {
     private func drain(_ graph: FilterGraph) throws(ComposeError) {
         while try graph.pull(into: output) {
             defer { av_frame_unref(output) }
-            guard output.pointee.width == Int32(options.width), output.pointee.height == Int32(options.height),
-                let y = output.pointee.data.0, let u = output.pointee.data.1, let v = output.pointee.data.2
-            else {
+            guard output.pointee.width == Int32(options.width), output.pointee.height == Int32(options.height) else {
                 throw ComposeError(
                     path: "filter graph",
                     reason: "the graph made a \(output.pointee.width)x\(output.pointee.height) picture"
                 )
             }
             try VideoComposition.write { () throws(MediaFileError) in
-                try encoder.writePicture(
-                    planes: (UnsafePointer(y), UnsafePointer(u), UnsafePointer(v)),
-                    strides: (
-                        Int(output.pointee.linesize.0), Int(output.pointee.linesize.1), Int(output.pointee.linesize.2)
-                    )
-                )
+                try encoder.writePicture(avFrame: UnsafeMutableRawPointer(output))
             }
         }
     }
@@ -264,8 +253,8 @@ final class Compositor {
 
     // MARK: - Frames
 
-    /// Copies a decoded picture into a tile's frame (reallocated when the size changed, made
-    /// writable when the graph still holds the previous picture).
+    /// Copies a decoded picture into a tile's frame (given a buffer when it has none or one of
+    /// another size, made writable when something still holds the buffer).
     private func load(_ picture: VideoFrame, into frame: UnsafeMutablePointer<AVFrame>) throws(ComposeError) {
         if frame.pointee.width != Int32(picture.width) || frame.pointee.height != Int32(picture.height)
             || frame.pointee.data.0 == nil
@@ -273,7 +262,7 @@ final class Compositor {
             av_frame_unref(frame)
             frame.pointee.width = Int32(picture.width)
             frame.pointee.height = Int32(picture.height)
-            frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+            frame.pointee.format = cshim_filter_AV_PIX_FMT_YUV420P()
             guard av_frame_get_buffer(frame, 0) >= 0 else {
                 throw ComposeError(path: "composite", reason: "out of memory")
             }
@@ -313,7 +302,7 @@ final class Compositor {
         guard let frame = av_frame_alloc() else { throw ComposeError(path: "composite", reason: "out of memory") }
         frame.pointee.width = Int32(width)
         frame.pointee.height = Int32(height)
-        frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        frame.pointee.format = cshim_filter_AV_PIX_FMT_YUV420P()
         guard av_frame_get_buffer(frame, 0) >= 0, let y = frame.pointee.data.0, let u = frame.pointee.data.1,
             let v = frame.pointee.data.2
         else {

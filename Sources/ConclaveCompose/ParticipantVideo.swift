@@ -12,8 +12,6 @@ final class ParticipantVideo {
     struct Picture {
         var frame: VideoFrame
         var time: Double
-        /// Counts up with each decoded picture, so a tile knows when its content changed.
-        var serial: Int
     }
 
     let participant: CompositionTimeline.Participant
@@ -24,7 +22,6 @@ final class ParticipantVideo {
     private var segments: ArraySlice<CompositionTimeline.Segment>
     private var open: OpenSegment?
     private var decoded: [Picture] = []
-    private var serial = 0
 
     private struct OpenSegment {
         var segment: CompositionTimeline.Segment
@@ -88,9 +85,8 @@ final class ParticipantVideo {
 
     private func append(_ outputs: [MediaStreamDecoder.Output], _ segment: CompositionTimeline.Segment) {
         for case .video(let frame, let time) in outputs {
-            serial += 1
             let seconds = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18
-            decoded.append(Picture(frame: frame, time: segment.startOffset + seconds, serial: serial))
+            decoded.append(Picture(frame: frame, time: segment.startOffset + seconds))
         }
     }
 
