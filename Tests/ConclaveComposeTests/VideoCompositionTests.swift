@@ -29,8 +29,16 @@ final class CompositeFixture: Sendable {
         return options
     }
 
+    /// Where the fixture lives, removed when the test process exits (the fixture is shared by
+    /// the suite, so no single test can remove it).
+    static let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "conclave-compose-\(getpid())-\(UUID().uuidString.prefix(8))"
+    )
+
     init() throws {
-        directory = try TestPaths.temporaryDirectory("conclave-compose")
+        directory = Self.folder
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: CompositeFixture.folder) }
         let recording = directory.appendingPathComponent("recording").path
         _ = try call.record(to: recording)
         timeline = try CompositionTimeline.load(directory: recording)
@@ -237,5 +245,47 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         let error = #expect(throws: ComposeError.self) { try CompositionTimeline.load(directory: copy.path) }
         #expect(error?.description.contains("format version 9") == true)
         #expect(error?.description.contains("\n") == false)
+    }
+}
+
+@Suite struct SpeakerLayoutTests {
+    /// The participant shown large by each graph of a speaker-layout composite, in order.
+    func largeTiles(_ report: CompositionReport) throws -> [Int] {
+        let pattern = try Regex("textfile=[^:]*/([0-9]+)\\.txt")
+        return report.graphs.compactMap { graph in
+            guard let match = graph.firstMatch(of: pattern), let index = Int(match.output[1].substring ?? "") else {
+                return nil
+            }
+            return index
+        }
+    }
+
+    @Test("The speaker layout puts whoever speaks in the large tile, in turn")
+    func speakerIsLarge() throws {
+        let fixture = try AudioFixture.turns.get()
+        var options = CompositeOptions()
+        options.width = 320
+        options.height = 240
+        options.layout = .speaker
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("speaker-\(UUID()).webm").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let report = try VideoComposition.compose(
+            fixture.timeline,
+            to: output,
+            options: options,
+            speakers: try ActiveSpeakerTimeline(timeline: fixture.timeline)
+        )
+        #expect(report.frames == fixture.call.seconds * 30)
+        let order = fixture.timeline.participants.map(\.key)
+        // Consecutive arrangements with the same speaker (a tile joining at the start) count once.
+        let large = try largeTiles(report).map { order[$0] }.reduce(into: [String]()) { kept, key in
+            if kept.last != key { kept.append(key) }
+        }
+        // Each change of speaker is one new arrangement; the first may be before anyone speaks.
+        #expect(Array(large.drop { $0 != "u1" }) == ["u1", "u2", "u3"], "\(large)")
+        let withoutTimeline = #expect(throws: ComposeError.self) {
+            try VideoComposition.compose(fixture.timeline, to: output, options: options)
+        }
+        #expect(withoutTimeline?.reason.contains("speaker") == true)
     }
 }
