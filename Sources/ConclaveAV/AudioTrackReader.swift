@@ -133,10 +133,10 @@ public final class AudioTrackReader {
                 finished = true
                 break
             }
-            guard rc == cshim_AVERROR_EAGAIN() else {
-                // A frame the decoder could not produce: the same as a lost packet.
+            if rc != cshim_AVERROR_EAGAIN() {
+                // A frame the decoder could not produce: the same as a lost packet. The decoder
+                // takes the next packet rather than being asked again (which could fail again).
                 packetsRejected += 1
-                continue
             }
             if draining {
                 finished = true

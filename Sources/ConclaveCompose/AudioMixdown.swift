@@ -40,24 +40,29 @@ public final class AudioMixdown {
     private var loudness: AudioLoudnessFilter?
     /// Samples per channel already pushed into `loudness`.
     private var rendered: Int64 = 0
-    private var timelineProblems: [String]
+    /// The block rendered for `loudness`, reused.
+    private var loudnessInput: [Float] = []
 
     public init(timeline: CompositionTimeline, options: AudioMixOptions = .init()) throws(ComposeError) {
         totalFrames = max(0, AudioParticipantTrack.samples(timeline.duration))
         tracks = timeline.participants.map(AudioParticipantTrack.init(participant:))
-        timelineProblems = []
         if options.loudness == .ebuR128 {
             loudness = try AudioLoudnessFilter(channels: Self.channels, directory: timeline.directory)
         }
     }
 
-    /// Segments that could not be decoded (composed as silence), one line each.
-    public var problems: [String] { timelineProblems + tracks.flatMap(\.problems) }
+    /// Segments that could not be decoded (composed as silence), one line each; the timeline's
+    /// own `problems` (missing files) are not repeated here.
+    public var problems: [String] { tracks.flatMap(\.problems) }
 
-    /// The next `frames` samples per channel (fewer at the end), nil after the timeline's duration.
+    /// The most samples per channel one `next` returns (about 5.8 minutes).
+    public static let maximumBlock = 1 << 24
+
+    /// The next `frames` samples per channel (fewer at the end, and at most `maximumBlock`), nil
+    /// after the timeline's duration.
     public func next(frames: Int) throws(ComposeError) -> [Float]? {
         guard position < totalFrames else { return nil }
-        let count = Int(min(Int64(max(frames, 1)), totalFrames - position))
+        let count = Int(min(Int64(max(1, min(frames, Self.maximumBlock))), totalFrames - position))
         var output = [Float](repeating: 0, count: count * Self.channels)
         if let loudness {
             try fillNormalised(&output, count: count, filter: loudness)
@@ -79,13 +84,13 @@ public final class AudioMixdown {
     /// the filter's latency is flushed at the end and the result held to the exact duration.
     private func fillNormalised(_ output: inout [Float], count: Int, filter: AudioLoudnessFilter) throws(ComposeError) {
         let block = 4_800
-        var input = [Float](repeating: 0, count: block * Self.channels)
+        if loudnessInput.isEmpty { loudnessInput = [Float](repeating: 0, count: block * Self.channels) }
         while filter.availableFrames < count && !filter.finished {
             if rendered < totalFrames {
                 let frames = Int(min(Int64(block), totalFrames - rendered))
-                for index in input.indices { input[index] = 0 }
-                input.withUnsafeMutableBufferPointer { render(start: rendered, count: frames, into: $0) }
-                try input.withUnsafeBufferPointer { buffer throws(ComposeError) in
+                for index in loudnessInput.indices { loudnessInput[index] = 0 }
+                loudnessInput.withUnsafeMutableBufferPointer { render(start: rendered, count: frames, into: $0) }
+                try loudnessInput.withUnsafeBufferPointer { buffer throws(ComposeError) in
                     try filter.push(UnsafeBufferPointer(rebasing: buffer[0..<(frames * Self.channels)]))
                 }
                 rendered += Int64(frames)

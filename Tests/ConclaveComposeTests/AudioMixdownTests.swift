@@ -127,3 +127,43 @@ import Testing
         #expect((normalised.map(abs).max() ?? 0) <= 1)
     }
 }
+
+@Suite struct AudioDamagedSegmentTests {
+    /// Bytes overwritten anywhere in a segment: no trap, the call's full length, the damage as
+    /// silence (and a problem line when the decoder noticed).
+    @Test(arguments: 0..<12)
+    func aSegmentWithDamagedBytesStillMixesToTheCallsLength(seed: Int) throws {
+        var recording = try AudioTestRecording(duration: 4)
+        defer { recording.remove() }
+        try recording.add("alice", [.init(file: "a.webm", startOffset: 0.5, length: 3, beeps: [0.5, 2.5])])
+        let path = recording.directory + "/a.webm"
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        var generator = SplitMix(seed: UInt64(seed))
+        let damaged = 1 + Int(generator.next() % 64)
+        for _ in 0..<damaged {
+            // The header (first 200 bytes) in a third of the runs, anywhere in the others.
+            let limit = seed % 3 == 0 ? min(200, bytes.count) : bytes.count
+            bytes[Int(generator.next() % UInt64(limit))] = UInt8(truncatingIfNeeded: generator.next())
+        }
+        if seed % 4 == 1 { bytes.removeLast(bytes.count / 3) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let mixdown = try AudioMixdown(timeline: try recording.timeline())
+        let samples = try readAll(mixdown)
+        #expect(samples.count == 4 * 48_000 * 2)
+        #expect(samples.allSatisfy { $0.isFinite && abs($0) <= 1 })
+        #expect(mixdown.problems.allSatisfy { !$0.contains("\n") })
+    }
+}
+
+/// A small deterministic generator, so a failing seed can be run again.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

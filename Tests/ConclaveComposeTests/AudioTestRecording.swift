@@ -52,7 +52,7 @@ struct AudioTestRecording {
             let path = directory + "/" + segment.file
             if segment.corrupt {
                 let bytes = (0..<4_096).map { _ in UInt8.random(in: 0...255) }
-                _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
             } else {
                 try Self.writeOpus(segment, to: path)
             }
@@ -87,11 +87,9 @@ struct AudioTestRecording {
              "endTime": "\(formatter.string(from: start.addingTimeInterval(duration)))", "status": "finished",
              "participants": [\(people.joined(separator: ","))], "notRecorded": []}
             """
-        _ = FileManager.default.createFile(
-            atPath: directory + "/manifest.json",
-            contents: Data(manifest.utf8),
-            attributes: [.posixPermissions: 0o600]
-        )
+        let path = directory + "/manifest.json"
+        try Data(manifest.utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         return try CompositionTimeline.load(directory: directory)
     }
 
