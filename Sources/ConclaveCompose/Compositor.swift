@@ -55,7 +55,8 @@ final class Compositor {
         self.options = options
         self.speakers = speakers
         self.encoder = encoder
-        self.videos = timeline.participants.map(ParticipantVideo.init)
+        let stillWriting = timeline.manifest.status == "recording"
+        self.videos = timeline.participants.map { ParticipantVideo($0, stillWriting: stillWriting) }
         let frame = 1 / Double(options.frameRate)
         self.presence = timeline.participants.map { participant in
             participant.segments.map { segment in

@@ -5,8 +5,8 @@ import ConclaveCore
 /// frame so the compositor can ask for "the latest frame at or before t".
 ///
 /// A segment that cannot be opened or stops decoding ends there (the rest of it composes as a
-/// gap) and adds a line to `problems`; the next segment carries on. A file still being written is
-/// read up to where it ends now.
+/// gap) and adds a line to `problems`; the next segment carries on. A file of a recording still
+/// being written is read up to where it ends now, without a problem.
 final class ParticipantVideo {
     /// A decoded picture and its time on the call timeline (seconds).
     struct Picture {
@@ -31,8 +31,13 @@ final class ParticipantVideo {
         var draining = false
     }
 
-    init(_ participant: CompositionTimeline.Participant) {
+    /// Whether the recording is still being written: its last cluster may be cut short, which is
+    /// where the composite ends for now, not a problem.
+    private let stillWriting: Bool
+
+    init(_ participant: CompositionTimeline.Participant, stillWriting: Bool) {
         self.participant = participant
+        self.stillWriting = stillWriting
         self.segments = participant.segments.filter(\.hasVideo)[...]
     }
 
@@ -77,7 +82,9 @@ final class ParticipantVideo {
             guard packet.streamIndex == segment.stream else { return true }
             append(try segment.decoder.decode(packet), segment.segment)
         } catch {
-            problems.append("\(Self.name(segment.segment.path)): \(error.reason); composed as a gap from there")
+            if !stillWriting {
+                problems.append("\(Self.name(segment.segment.path)): \(error.reason); composed as a gap from there")
+            }
             open = nil
         }
         return true

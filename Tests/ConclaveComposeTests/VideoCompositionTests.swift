@@ -233,6 +233,38 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         }
     }
 
+    @Test("A recording still being written composes up to where its files end, without a problem")
+    func recordingStillGoing() throws {
+        let copy = fixture.directory.appendingPathComponent("going-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: fixture.timeline.directory), to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let manifest = copy.appendingPathComponent(RecordingManifest.fileName)
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any])
+        json["status"] = "recording"
+        json["endTime"] = nil
+        try JSONSerialization.data(withJSONObject: json).write(to: manifest)
+        let timeline = try CompositionTimeline.load(directory: copy.path)
+        let cut = try #require(timeline.participants.first?.segments.first)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: cut.path)))
+        // Cut in the middle of a cluster, as a file being written is.
+        try Data(bytes[0..<(bytes.count / 2 + 7)]).write(to: URL(fileURLWithPath: cut.path))
+        let output = copy.appendingPathComponent("composite.mkv").path
+        let report = try VideoComposition.compose(timeline, to: output, options: CompositeFixture.options)
+        #expect(report.problems.isEmpty, "\(report.problems)")
+        let pictures = try decodePictures(output)
+        #expect(pictures.count == report.frames)
+        let key = try #require(timeline.participants.first?.key)
+        let member = try #require(fixture.call.members.first { $0.key == key })
+        // Early on the cut participant's pictures are there; near the end its tile has only the name.
+        for (index, expectPicture) in [(2 * 30 + 7, true), (pictures.count - 5, false)] {
+            let time = Double(index) / 30
+            let members = expectedTiles(at: time)
+            let rectangles = LayoutGeometry.rectangles(.grid, count: members.count, width: 640, height: 480)
+            let position = try #require(members.firstIndex { $0.key == member.key })
+            #expect((pictures[index].reading(in: rectangles[position]) != nil) == expectPicture, "frame \(index)")
+        }
+    }
+
     @Test("A composite of a recording of another format version is refused in one line")
     func otherFormatVersionRefused() throws {
         let copy = fixture.directory.appendingPathComponent("future-\(UUID().uuidString.prefix(6))")
