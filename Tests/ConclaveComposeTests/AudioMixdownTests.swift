@@ -75,6 +75,21 @@ import Testing
         #expect(mixdown.problems.allSatisfy { !$0.contains("\n") })
     }
 
+    @Test func theFileOfARecordingStillGoingIsReadUpToWhereItIsCutWithoutAProblem() throws {
+        var recording = try AudioTestRecording(duration: 8)
+        recording.status = "recording"
+        defer { recording.remove() }
+        try recording.add("alice", [.init(file: "a.webm", startOffset: 0, length: 8, beeps: [1.0, 7.0])])
+        let path = recording.directory + "/a.webm"
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // Cut in the middle of a cluster, as a file being written is.
+        try Data(bytes[0..<(bytes.count * 2 / 3 + 7)]).write(to: URL(fileURLWithPath: path))
+        let mixdown = try AudioMixdown(timeline: try recording.timeline())
+        let samples = try readAll(mixdown)
+        Self.expectOnsets(beepOnsets(samples, channels: 2), [1.0])
+        #expect(mixdown.problems.isEmpty, "\(mixdown.problems)")
+    }
+
     @Test func loudVoicesTogetherAreLimitedBelowFullScale() throws {
         var recording = try AudioTestRecording(duration: 3)
         defer { recording.remove() }

@@ -12,6 +12,8 @@ struct AudioTestRecording {
     private var participants: [(key: String, segments: [String])] = []
     /// Seconds on the call timeline where the call ends (the manifest's `endTime`).
     var duration: Double
+    /// The manifest's status: `recording` for a call still going.
+    var status = "finished"
 
     /// One participant's segment: beeps (1 kHz, `beepLength` s) at `beeps` seconds from the
     /// file's start, `length` seconds long, with the 20 ms packets in `lost` (seconds from the
@@ -84,7 +86,7 @@ struct AudioTestRecording {
         let manifest = """
             {"formatVersion": 1, "callID": "7", "recorderVersion": "test", "cryptoFormat": "none",
              "keyEpochs": [], "startTime": "\(formatter.string(from: start))",
-             "endTime": "\(formatter.string(from: start.addingTimeInterval(duration)))", "status": "finished",
+             "endTime": "\(formatter.string(from: start.addingTimeInterval(duration)))", "status": "\(status)",
              "participants": [\(people.joined(separator: ","))], "notRecorded": []}
             """
         let path = directory + "/manifest.json"
