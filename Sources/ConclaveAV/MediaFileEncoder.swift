@@ -40,8 +40,15 @@ public final class MediaFileEncoder {
         public var width: Int
         public var height: Int
         public var frameRate: Int
+        /// libx264's speed presets, fastest first.
+        public static let x264Presets = [
+            "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+        ]
+        /// The fastest: a composition's target is several times real time on one core.
+        public static let defaultX264Preset = "ultrafast"
+
         /// libx264's speed preset; the bench hands the same one to the `ffmpeg` program.
-        public var x264Preset = "veryfast"
+        public var x264Preset = defaultX264Preset
         /// libx264's constant rate factor.
         public var x264CRF = 23
         /// Target bitrate for the encoders without a quality mode (VP8, OpenH264).
@@ -84,8 +91,17 @@ public final class MediaFileEncoder {
 
     /// Creates the file and opens the encoders.
     ///
-    /// - Parameter audio: whether the file gets an audio track.
-    public init(path: String, format: Format, video: VideoSettings, audio: Bool) throws(MediaFileError) {
+    /// - Parameters:
+    ///   - audio: whether the file gets an audio track.
+    ///   - muxerOptions: libavformat muxer options (a live composite's Matroska
+    ///     `cluster_time_limit`, so a killed writer leaves clusters of at most that length behind).
+    public init(
+        path: String,
+        format: Format,
+        video: VideoSettings,
+        audio: Bool,
+        muxerOptions: [String: String] = [:]
+    ) throws(MediaFileError) {
         FFmpegLogging.silenced
         self.path = path
         self.format = format
@@ -223,7 +239,10 @@ public final class MediaFileEncoder {
             closeEverything(writeTrailer: false)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot create: \(averrorText(rc))")
         }
-        rc = avformat_write_header(created, nil)
+        var headerOptions: OpaquePointer?
+        for (key, value) in muxerOptions { av_dict_set(&headerOptions, key, value, 0) }
+        rc = avformat_write_header(created, &headerOptions)
+        av_dict_free(&headerOptions)
         guard rc >= 0 else {
             closeEverything(writeTrailer: false)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot write the header: \(averrorText(rc))")
@@ -272,6 +291,16 @@ public final class MediaFileEncoder {
             start += frameSize
         }
         pending.removeFirst(start)
+    }
+
+    /// Pushes the muxer's buffered bytes to the file now (a live composite calls this so a
+    /// crash loses at most the cluster being filled), surfacing any pending write error.
+    public func flush() throws(MediaFileError) {
+        guard !finished, let io = context.pointee.pb else { return }
+        avio_flush(io)
+        if io.pointee.error < 0 {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
+        }
     }
 
     /// Encodes what is left, writes the trailer and closes the file.
