@@ -243,7 +243,7 @@ let package = Package(
 
         .executableTarget(
             name: "bench-compose",
-            dependencies: ["ConclaveCompose", "RecordingTestBed"],
+            dependencies: ["ConclaveCompose", "ConclaveCore", "RecordingTestBed"],
             path: "bench/compose/Sources"
         ),
 
