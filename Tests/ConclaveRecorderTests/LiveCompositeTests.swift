@@ -3,6 +3,7 @@ import ConclaveCall
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveMedia
+import ConclaveRecorder
 import ConclaveTestSupport
 import Foundation
 import JanusClient
@@ -203,21 +204,26 @@ struct LiveCompositeTests {
         let callID: UInt64 = 0x11FE_0002
         let recorder = try call.startRecorder(callID: callID)
         defer { recorder.stop() }
-        let started = ContinuousClock.now
         #expect(try recorder.readLine(timeout: .seconds(20)).hasPrefix("recording room"))
         let publishers = try await call.publishers(callID: callID, seconds: 8)
         let sending = Task { try await sendAll(publishers) }
         // The scenario, not a synchronisation: the call runs, then the recorder is killed mid-call.
         try await Task.sleep(for: .seconds(5))
         recorder.stop()  // SIGKILL
-        let killed = ContinuousClock.now
+        let killed = Date()
         try await sending.value
         for publisher in publishers { await publisher.stop() }
 
         let path = call.output.appendingPathComponent("call.mkv").path
         let pictures = try Self.decodedPictures(path)
         let duration = Double(pictures.count) / 30
-        let untilKill = (killed - started) / .seconds(1)
+        // The composite starts with the recording (just after it): the call timeline's zero is
+        // the manifest's start time.
+        let manifest = try RecordingManifest.read(from: call.output.path)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let start = try #require(formatter.date(from: manifest.startTime), "\(manifest.startTime)")
+        let untilKill = killed.timeIntervalSince(start)
         #expect(duration >= untilKill - 1.0, "\(duration) s of \(untilKill) s until the kill")
         #expect(duration <= untilKill + 0.1)
         print("kill -9 after \(untilKill) s: the live composite decodes \(duration) s (\(pictures.count) pictures)")
