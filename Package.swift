@@ -263,7 +263,7 @@ let package = Package(
 
         .executableTarget(
             name: "bench-compose",
-            dependencies: ["ConclaveCompose", "RecordingTestBed"],
+            dependencies: ["ConclaveCompose", "ConclaveCore", "RecordingTestBed"],
             path: "bench/compose/Sources"
         ),
 

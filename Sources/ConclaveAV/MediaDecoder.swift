@@ -58,6 +58,69 @@ public final class MediaStreamDecoder {
         }
     }
 
+    /// Prepares a decoder for frames received in a call (no file around them): VP8 and H264
+    /// pictures, Opus at 48 kHz stereo. Times are the frames' RTP timestamps at the codec's clock.
+    ///
+    /// - Parameter name: what errors name in place of a file path.
+    public init(codec mediaCodec: MediaCodec, name: String) throws(MediaFileError) {
+        let id: AVCodecID =
+            switch mediaCodec {
+            case .opus: AV_CODEC_ID_OPUS
+            case .vp8: AV_CODEC_ID_VP8
+            case .h264: AV_CODEC_ID_H264
+            }
+        self.path = name
+        self.stream = MediaStreamInfo(
+            index: 0,
+            kind: mediaCodec.kind,
+            codec: mediaCodec,
+            codecName: mediaCodec.rawValue,
+            width: 0,
+            height: 0,
+            sampleRate: mediaCodec == .opus ? 48_000 : 0,
+            channels: mediaCodec == .opus ? 2 : 0,
+            frameRateNumerator: 0,
+            frameRateDenominator: 0,
+            timeBaseNumerator: 1,
+            timeBaseDenominator: Int32(mediaCodec.clockRate)
+        )
+        guard let codec = avcodec_find_decoder(id) else {
+            throw MediaFileError(path: name, kind: .unsupported, reason: "no \(mediaCodec) decoder in this libavcodec")
+        }
+        guard let context = avcodec_alloc_context3(codec), let frame = av_frame_alloc(), let packet = av_packet_alloc()
+        else { throw MediaFileError(path: name, kind: .unreadable, reason: "out of memory") }
+        self.context = context
+        self.frame = frame
+        self.packet = packet
+        context.pointee.pkt_timebase = AVRational(num: 1, den: Int32(mediaCodec.clockRate))
+        context.pointee.thread_count = 1
+        if mediaCodec == .opus {
+            context.pointee.sample_rate = 48_000
+            av_channel_layout_default(&context.pointee.ch_layout, 2)
+        }
+        let rc = avcodec_open2(context, codec, nil)
+        guard rc >= 0 else {
+            throw MediaFileError(
+                path: name,
+                kind: .unsupported,
+                reason: "cannot open the \(mediaCodec) decoder: \(averrorText(rc))"
+            )
+        }
+    }
+
+    /// Decodes one received frame (its RTP timestamp as the packet's time).
+    public func decode(_ frame: EncodedFrame) throws(MediaFileError) -> [Output] {
+        try decode(
+            DemuxedPacket(
+                streamIndex: 0,
+                data: frame.data,
+                presentationTime: .zero,
+                isKeyframe: frame.isKeyframe,
+                rawPTS: Int64(frame.rtpTimestamp)
+            )
+        )
+    }
+
     deinit {
         var context: UnsafeMutablePointer<AVCodecContext>? = self.context
         avcodec_free_context(&context)
@@ -143,8 +206,11 @@ public final class MediaStreamDecoder {
                     reason: "odd resolution \(width)x\(height): I420 needs even sizes"
                 )
             }
-            var data = [UInt8](repeating: 0, count: VideoFrame.byteCount(width: width, height: height))
-            data.withUnsafeMutableBufferPointer { out in
+            // Every byte is written below (a missing plane as zeros), so the buffer is not cleared
+            // first: at composite rates that clearing was a memset per decoded picture.
+            let count = VideoFrame.byteCount(width: width, height: height)
+            let data = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                initialized = count
                 guard let base = out.baseAddress else { return }
                 var offset = 0
                 for plane in 0..<3 {
@@ -163,8 +229,13 @@ public final class MediaStreamDecoder {
                     }
                     if let source {
                         for row in 0..<planeHeight {
-                            (base + offset + row * planeWidth).update(from: source + row * stride, count: planeWidth)
+                            (base + offset + row * planeWidth).initialize(
+                                from: source + row * stride,
+                                count: planeWidth
+                            )
                         }
+                    } else {
+                        (base + offset).initialize(repeating: 0, count: planeWidth * planeHeight)
                     }
                     offset += planeWidth * planeHeight
                 }

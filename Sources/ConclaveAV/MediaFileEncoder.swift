@@ -6,7 +6,7 @@ public import ConclaveCore
 /// a composition, where the frames are made here rather than received already encoded (that is
 /// `MediaFileWriter`'s job).
 ///
-/// Pictures are I420 planes handed in one per output frame, in order; their time is their index
+/// Pictures are I420 frames handed in one per output frame, in order; their time is their index
 /// at the file's frame rate. Audio is 48 kHz stereo Float32 interleaved, in blocks of any length;
 /// the writer cuts it into the codec's frames. One encoder thread (`thread_count` 1): a
 /// composition runs on one thread and is measured against one core.
@@ -40,8 +40,15 @@ public final class MediaFileEncoder {
         public var width: Int
         public var height: Int
         public var frameRate: Int
+        /// libx264's speed presets, fastest first.
+        public static let x264Presets = [
+            "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+        ]
+        /// The fastest: a composition's target is several times real time on one core.
+        public static let defaultX264Preset = "ultrafast"
+
         /// libx264's speed preset; the bench hands the same one to the `ffmpeg` program.
-        public var x264Preset = "veryfast"
+        public var x264Preset = defaultX264Preset
         /// libx264's constant rate factor.
         public var x264CRF = 23
         /// Target bitrate for the encoders without a quality mode (VP8, OpenH264).
@@ -75,7 +82,6 @@ public final class MediaFileEncoder {
     private let videoStream: UnsafeMutablePointer<AVStream>
     private let audioCodec: UnsafeMutablePointer<AVCodecContext>?
     private let audioStream: UnsafeMutablePointer<AVStream>?
-    private let picture: UnsafeMutablePointer<AVFrame>
     private let samples: UnsafeMutablePointer<AVFrame>?
     private let packet: UnsafeMutablePointer<AVPacket>
     /// Interleaved samples not yet a whole codec frame.
@@ -85,8 +91,17 @@ public final class MediaFileEncoder {
 
     /// Creates the file and opens the encoders.
     ///
-    /// - Parameter audio: whether the file gets an audio track.
-    public init(path: String, format: Format, video: VideoSettings, audio: Bool) throws(MediaFileError) {
+    /// - Parameters:
+    ///   - audio: whether the file gets an audio track.
+    ///   - muxerOptions: libavformat muxer options (a live composite's Matroska
+    ///     `cluster_time_limit`, so a killed writer leaves clusters of at most that length behind).
+    public init(
+        path: String,
+        format: Format,
+        video: VideoSettings,
+        audio: Bool,
+        muxerOptions: [String: String] = [:]
+    ) throws(MediaFileError) {
         FFmpegLogging.silenced
         self.path = path
         self.format = format
@@ -110,19 +125,11 @@ public final class MediaFileEncoder {
             )
         }
         self.context = created
-        guard let packet = av_packet_alloc(), let picture = av_frame_alloc() else {
+        guard let packet = av_packet_alloc() else {
             avformat_free_context(created)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
         }
         self.packet = packet
-        self.picture = picture
-        picture.pointee.width = Int32(video.width)
-        picture.pointee.height = Int32(video.height)
-        picture.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-        guard av_frame_get_buffer(picture, 0) >= 0 else {
-            Self.release(created, packet, picture)
-            throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
-        }
         let globalHeader = created.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0
 
         // Video.
@@ -163,7 +170,7 @@ public final class MediaFileEncoder {
             avcodec_free_context(&doomed)
         }
         guard let (videoCodec, videoName) = opened else {
-            Self.release(created, packet, picture)
+            Self.release(created, packet)
             throw MediaFileError(path: path, kind: .unsupported, reason: "no video encoder: \(failure)")
         }
         self.videoCodec = videoCodec
@@ -173,7 +180,7 @@ public final class MediaFileEncoder {
         else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = videoCodec
             avcodec_free_context(&doomed)
-            Self.release(created, packet, picture)
+            Self.release(created, packet)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory")
         }
         videoStream.pointee.time_base = videoCodec.pointee.time_base
@@ -232,7 +239,10 @@ public final class MediaFileEncoder {
             closeEverything(writeTrailer: false)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot create: \(averrorText(rc))")
         }
-        rc = avformat_write_header(created, nil)
+        var headerOptions: OpaquePointer?
+        for (key, value) in muxerOptions { av_dict_set(&headerOptions, key, value, 0) }
+        rc = avformat_write_header(created, &headerOptions)
+        av_dict_free(&headerOptions)
         guard rc >= 0 else {
             closeEverything(writeTrailer: false)
             throw MediaFileError(path: path, kind: .writeFailed, reason: "cannot write the header: \(averrorText(rc))")
@@ -241,25 +251,28 @@ public final class MediaFileEncoder {
 
     deinit { if !finished { closeEverything(writeTrailer: false) } }
 
-    /// Encodes the next picture: three I420 planes, each with its row stride in bytes, valid for
-    /// the duration of the call.
-    public func writePicture(
-        planes: (UnsafePointer<UInt8>, UnsafePointer<UInt8>, UnsafePointer<UInt8>),
-        strides: (Int, Int, Int)
-    ) throws(MediaFileError) {
+    /// Encodes the next picture straight from a libavutil `AVFrame` (I420 at the file's size),
+    /// without copying it: the composite's pictures come out of libavfilter, whose owner
+    /// (ConclaveCompose) hands the frame over as a raw pointer since the C type is not part of
+    /// this module's interface. The encoder takes its own reference; the caller keeps and
+    /// unreferences its own.
+    public func writePicture(avFrame: UnsafeMutableRawPointer) throws(MediaFileError) {
         guard !finished else { throw MediaFileError(path: path, kind: .writeFailed, reason: "the file is finished") }
-        // The picture's buffer is reused unless the encoder still holds a reference to it.
-        var rc = av_frame_make_writable(picture)
-        guard rc >= 0, let y = picture.pointee.data.0, let u = picture.pointee.data.1, let v = picture.pointee.data.2
-        else { throw MediaFileError(path: path, kind: .writeFailed, reason: "out of memory") }
-        let width = video.width
-        let height = video.height
-        Self.copyPlane(planes.0, strides.0, y, Int(picture.pointee.linesize.0), width, height)
-        Self.copyPlane(planes.1, strides.1, u, Int(picture.pointee.linesize.1), width / 2, height / 2)
-        Self.copyPlane(planes.2, strides.2, v, Int(picture.pointee.linesize.2), width / 2, height / 2)
-        picture.pointee.pts = Int64(framesWritten)
+        let frame = avFrame.assumingMemoryBound(to: AVFrame.self)
+        guard frame.pointee.width == Int32(video.width), frame.pointee.height == Int32(video.height),
+            frame.pointee.format == AV_PIX_FMT_YUV420P.rawValue
+        else {
+            throw MediaFileError(
+                path: path,
+                kind: .unsupported,
+                reason:
+                    "a \(frame.pointee.width)x\(frame.pointee.height) picture for a \(video.width)x\(video.height) file"
+            )
+        }
+        frame.pointee.pts = Int64(framesWritten)
+        frame.pointee.pict_type = AV_PICTURE_TYPE_NONE
         framesWritten += 1
-        rc = avcodec_send_frame(videoCodec, picture)
+        let rc = avcodec_send_frame(videoCodec, frame)
         guard rc >= 0 else {
             throw MediaFileError(path: path, kind: .writeFailed, reason: "video encoding failed: \(averrorText(rc))")
         }
@@ -278,6 +291,16 @@ public final class MediaFileEncoder {
             start += frameSize
         }
         pending.removeFirst(start)
+    }
+
+    /// Pushes the muxer's buffered bytes to the file now (a live composite calls this so a
+    /// crash loses at most the cluster being filled), surfacing any pending write error.
+    public func flush() throws(MediaFileError) {
+        guard !finished, let io = context.pointee.pb else { return }
+        avio_flush(io)
+        if io.pointee.error < 0 {
+            throw MediaFileError(path: path, kind: .writeFailed, reason: averrorText(io.pointee.error))
+        }
     }
 
     /// Encodes what is left, writes the trailer and closes the file.
@@ -383,18 +406,15 @@ public final class MediaFileEncoder {
         var samples = self.samples
         if samples != nil { av_frame_free(&samples) }
         if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
-        Self.release(context, packet, picture)
+        Self.release(context, packet)
     }
 
     private static func release(
         _ context: UnsafeMutablePointer<AVFormatContext>,
-        _ packet: UnsafeMutablePointer<AVPacket>,
-        _ picture: UnsafeMutablePointer<AVFrame>
+        _ packet: UnsafeMutablePointer<AVPacket>
     ) {
         var packet: UnsafeMutablePointer<AVPacket>? = packet
         av_packet_free(&packet)
-        var picture: UnsafeMutablePointer<AVFrame>? = picture
-        av_frame_free(&picture)
         avformat_free_context(context)
     }
 
@@ -410,18 +430,5 @@ public final class MediaFileEncoder {
             return wanted
         }
         return found.first ?? AV_SAMPLE_FMT_FLT
-    }
-
-    private static func copyPlane(
-        _ source: UnsafePointer<UInt8>,
-        _ sourceStride: Int,
-        _ destination: UnsafeMutablePointer<UInt8>,
-        _ destinationStride: Int,
-        _ width: Int,
-        _ height: Int
-    ) {
-        for row in 0..<height {
-            (destination + row * destinationStride).update(from: source + row * sourceStride, count: width)
-        }
     }
 }

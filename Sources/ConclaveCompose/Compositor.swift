@@ -1,49 +1,23 @@
-internal import CFFmpegFilter
 import ConclaveAV
 import ConclaveCore
 import Foundation
 
-/// The picture side of a composition: decides each output frame's tiles, keeps one filter graph
-/// per period of unchanged tiles, and hands the graph's pictures to the encoder.
+/// The picture side of a composition of a recording: decides each output frame's tiles from the
+/// participants' segments and decoded pictures, and has a `TileRenderer` make the picture.
 final class Compositor {
-    /// One tile of a period: whose, and whether it shows pictures (of which size) or the name.
-    struct Tile: Hashable {
-        var participant: Int
-        /// The size of the pictures fed to a live tile; nil for a plain tile with the name.
-        var pictureSize: Size?
-    }
-
-    struct Size: Hashable {
-        var width: Int
-        var height: Int
-    }
-
-    /// A graph and the tiles it was built for.
-    private struct Period {
-        var tiles: [Tile]
-        var graph: FilterGraph
-        /// Pictures pushed into each input so far (the next pts).
-        var pushed = 0
-        /// Plain frames of the name tiles and the empty picture, by input.
-        var plainFrames: [Int: UnsafeMutablePointer<AVFrame>] = [:]
-    }
+    typealias Tile = TileRenderer.Tile
 
     private let timeline: CompositionTimeline
     private let options: CompositeOptions
     private let speakers: (any SpeakerSource)?
-    private let encoder: MediaFileEncoder
     private let videos: [ParticipantVideo]
     /// Per participant: the spans (seconds) in which the tile is shown.
     private let presence: [[Range<Double>]]
-    /// Per participant: the frame fed to a live tile, and the serial of the picture it holds.
-    private var inputs: [UnsafeMutablePointer<AVFrame>]
-    private var loaded: [Int]
-    private var period: Period?
+    private let renderer: TileRenderer
     private var speaker: Int?
-    private let output: UnsafeMutablePointer<AVFrame>
-    private let nameFolder: String
+
     /// Every graph description used, in order of first use.
-    private(set) var graphs: [String] = []
+    var graphs: [String] { renderer.graphs }
 
     init(
         timeline: CompositionTimeline,
@@ -54,8 +28,8 @@ final class Compositor {
         self.timeline = timeline
         self.options = options
         self.speakers = speakers
-        self.encoder = encoder
-        self.videos = timeline.participants.map(ParticipantVideo.init)
+        let stillWriting = timeline.manifest.status == "recording"
+        self.videos = timeline.participants.map { ParticipantVideo($0, stillWriting: stillWriting) }
         let frame = 1 / Double(options.frameRate)
         self.presence = timeline.participants.map { participant in
             participant.segments.map { segment in
@@ -63,23 +37,11 @@ final class Compositor {
                 return (segment.startOffset - ParticipantVideo.tolerance)..<end
             }
         }
-        var inputs: [UnsafeMutablePointer<AVFrame>] = []
-        for _ in timeline.participants {
-            guard let frame = av_frame_alloc() else { throw ComposeError(path: "composite", reason: "out of memory") }
-            inputs.append(frame)
-        }
-        self.inputs = inputs
-        self.loaded = Array(repeating: -1, count: inputs.count)
-        guard let output = av_frame_alloc() else { throw ComposeError(path: "composite", reason: "out of memory") }
-        self.output = output
-        self.nameFolder = try Self.writeNames(timeline.participants.map(\.name))
-    }
-
-    deinit {
-        closePeriod()
-        for var frame in inputs as [UnsafeMutablePointer<AVFrame>?] { av_frame_free(&frame) }
-        var output: UnsafeMutablePointer<AVFrame>? = self.output
-        av_frame_free(&output)
+        self.renderer = try TileRenderer(
+            options: options,
+            encoder: encoder,
+            names: timeline.participants.map(\.name)
+        )
     }
 
     var problems: [String] { videos.flatMap(\.problems) }
@@ -88,116 +50,24 @@ final class Compositor {
     func compose(frame index: Int) throws(ComposeError) {
         let time = Double(index) / Double(options.frameRate)
         var tiles: [Tile] = []
-        var pictures: [Int: ParticipantVideo.Picture] = [:]
+        var pictures: [Int: VideoFrame] = [:]
         for (participant, video) in videos.enumerated()
         where presence[participant].contains(where: { $0.contains(time) }) {
             var tile = Tile(participant: participant, pictureSize: nil)
             if let picture = video.picture(at: time), time - picture.time <= VideoComposition.staleAfter {
-                tile.pictureSize = Size(width: picture.frame.width, height: picture.frame.height)
-                pictures[participant] = picture
+                tile.pictureSize = .init(width: picture.frame.width, height: picture.frame.height)
+                pictures[participant] = picture.frame
             }
             tiles.append(tile)
         }
         if options.layout == .speaker { tiles = speakerFirst(tiles, at: time) }
-        if period?.tiles != tiles {
-            try finishPeriod()
-            try startPeriod(tiles)
-        }
-        guard var current = period else { return }
-        for (input, tile) in current.tiles.enumerated() {
-            let frame: UnsafeMutablePointer<AVFrame>
-            if let picture = pictures[tile.participant] {
-                frame = inputs[tile.participant]
-                if loaded[tile.participant] != picture.serial {
-                    try load(picture.frame, into: frame)
-                    loaded[tile.participant] = picture.serial
-                }
-            } else if let plain = current.plainFrames[input] {
-                frame = plain
-            } else {
-                continue
-            }
-            frame.pointee.pts = Int64(current.pushed)
-            try current.graph.push(frame, input: input)
-        }
-        if current.tiles.isEmpty, let plain = current.plainFrames[0] {
-            plain.pointee.pts = Int64(current.pushed)
-            try current.graph.push(plain, input: 0)
-        }
-        current.pushed += 1
-        period = current
-        try drain(current.graph)
+        try renderer.render(tiles, pictures: pictures)
     }
 
     /// Flushes the last period.
-    func finish() throws(ComposeError) { try finishPeriod() }
+    func finish() throws(ComposeError) { try renderer.finish() }
 
-    func removeNameFiles() { try? FileManager.default.removeItem(atPath: nameFolder) }
-
-    // MARK: - Periods
-
-    private func startPeriod(_ tiles: [Tile]) throws(ComposeError) {
-        let rectangles = LayoutGeometry.rectangles(
-            options.layout,
-            count: tiles.count,
-            width: options.width,
-            height: options.height
-        )
-        let description = graphDescription(tiles, rectangles)
-        if !graphs.contains(description) { graphs.append(description) }
-        let graph = try FilterGraph(description: description, inputs: max(1, tiles.count))
-        var started = Period(tiles: tiles, graph: graph)
-        if tiles.isEmpty {
-            started.plainFrames[0] = try Self.plainFrame(width: options.width, height: options.height, luma: 16)
-        }
-        for (input, tile) in tiles.enumerated() where tile.pictureSize == nil {
-            let rectangle = rectangles[input]
-            started.plainFrames[input] = try Self.plainFrame(
-                width: rectangle.width,
-                height: rectangle.height,
-                luma: 52
-            )
-        }
-        period = started
-    }
-
-    private func finishPeriod() throws(ComposeError) {
-        guard let current = period else { return }
-        try current.graph.endInputs()
-        try drain(current.graph)
-        closePeriod()
-    }
-
-    private func closePeriod() {
-        guard let current = period else { return }
-        for var frame in Array(current.plainFrames.values) as [UnsafeMutablePointer<AVFrame>?] {
-            av_frame_free(&frame)
-        }
-        period = nil
-    }
-
-    /// Hands every picture the graph has ready to the encoder.
-    private func drain(_ graph: FilterGraph) throws(ComposeError) {
-        while try graph.pull(into: output) {
-            defer { av_frame_unref(output) }
-            guard output.pointee.width == Int32(options.width), output.pointee.height == Int32(options.height),
-                let y = output.pointee.data.0, let u = output.pointee.data.1, let v = output.pointee.data.2
-            else {
-                throw ComposeError(
-                    path: "filter graph",
-                    reason: "the graph made a \(output.pointee.width)x\(output.pointee.height) picture"
-                )
-            }
-            try VideoComposition.write { () throws(MediaFileError) in
-                try encoder.writePicture(
-                    planes: (UnsafePointer(y), UnsafePointer(u), UnsafePointer(v)),
-                    strides: (
-                        Int(output.pointee.linesize.0), Int(output.pointee.linesize.1), Int(output.pointee.linesize.2)
-                    )
-                )
-            }
-        }
-    }
+    func removeNameFiles() { renderer.removeNameFiles() }
 
     /// The speaker's tile first (the large one); the last speaker stays while nobody speaks.
     private func speakerFirst(_ tiles: [Tile], at time: Double) -> [Tile] {
@@ -210,154 +80,5 @@ final class Compositor {
         var ordered = tiles
         let chosen = ordered.remove(at: position)
         return [chosen] + ordered
-    }
-
-    // MARK: - The graph
-
-    /// `buffer@in<i>` per tile, scaled and padded into its rectangle with the name drawn, stacked
-    /// with xstack and padded to the output size; an empty call is one black input.
-    func graphDescription(_ tiles: [Tile], _ rectangles: [TileRect]) -> String {
-        let rate = options.frameRate
-        func buffer(_ index: Int, _ width: Int, _ height: Int) -> String {
-            "buffer@in\(index)=video_size=\(width)x\(height):pix_fmt=yuv420p:time_base=1/\(rate):pixel_aspect=1/1"
-        }
-        let sink = "format=pix_fmts=yuv420p,buffersink@out"
-        guard !tiles.isEmpty else { return buffer(0, options.width, options.height) + "," + sink }
-        var chains: [String] = []
-        for (index, tile) in tiles.enumerated() {
-            let rectangle = rectangles[index]
-            let names = "\(nameFolder)/\(tile.participant).txt"
-            let font = "fontfile=\(options.fontFile):textfile=\(names):expansion=none:fontcolor=white"
-            if let size = tile.pictureSize {
-                let fontSize = max(12, rectangle.height / 14)
-                chains.append(
-                    buffer(index, size.width, size.height)
-                        + ",scale=\(rectangle.width):\(rectangle.height):force_original_aspect_ratio=decrease"
-                        + ":force_divisible_by=2"
-                        + ",pad=\(rectangle.width):\(rectangle.height):(ow-iw)/2:(oh-ih)/2:color=black"
-                        + ",drawtext=\(font):fontsize=\(fontSize):box=1:boxcolor=black@0.55"
-                        + ":boxborderw=\(fontSize / 3):x=\(fontSize / 2):y=h-th-\(fontSize / 2)[t\(index)]"
-                )
-            } else {
-                let fontSize = max(14, rectangle.height / 8)
-                chains.append(
-                    buffer(index, rectangle.width, rectangle.height)
-                        + ",drawtext=\(font):fontsize=\(fontSize):x=(w-tw)/2:y=(h-th)/2[t\(index)]"
-                )
-            }
-        }
-        let labels = (0..<tiles.count).map { "[t\($0)]" }.joined()
-        if tiles.count == 1 {
-            let rectangle = rectangles[0]
-            chains.append(
-                "\(labels)pad=\(options.width):\(options.height):\(rectangle.x):\(rectangle.y):color=black,\(sink)"
-            )
-        } else {
-            let layout = rectangles.map { "\($0.x)_\($0.y)" }.joined(separator: "|")
-            chains.append(
-                "\(labels)xstack=inputs=\(tiles.count):layout=\(layout):fill=black"
-                    + ",pad=\(options.width):\(options.height):0:0:color=black,\(sink)"
-            )
-        }
-        return chains.joined(separator: ";")
-    }
-
-    // MARK: - Frames
-
-    /// Copies a decoded picture into a tile's frame (reallocated when the size changed, made
-    /// writable when the graph still holds the previous picture).
-    private func load(_ picture: VideoFrame, into frame: UnsafeMutablePointer<AVFrame>) throws(ComposeError) {
-        if frame.pointee.width != Int32(picture.width) || frame.pointee.height != Int32(picture.height)
-            || frame.pointee.data.0 == nil
-        {
-            av_frame_unref(frame)
-            frame.pointee.width = Int32(picture.width)
-            frame.pointee.height = Int32(picture.height)
-            frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-            guard av_frame_get_buffer(frame, 0) >= 0 else {
-                throw ComposeError(path: "composite", reason: "out of memory")
-            }
-        } else if av_frame_make_writable(frame) < 0 {
-            throw ComposeError(path: "composite", reason: "out of memory")
-        }
-        guard let y = frame.pointee.data.0, let u = frame.pointee.data.1, let v = frame.pointee.data.2 else {
-            throw ComposeError(path: "composite", reason: "out of memory")
-        }
-        let width = picture.width
-        let height = picture.height
-        picture.data.withUnsafeBufferPointer { source in
-            guard let base = source.baseAddress else { return }
-            Self.copy(base, width, y, Int(frame.pointee.linesize.0), width, height)
-            Self.copy(base + picture.uOffset, width / 2, u, Int(frame.pointee.linesize.1), width / 2, height / 2)
-            Self.copy(base + picture.vOffset, width / 2, v, Int(frame.pointee.linesize.2), width / 2, height / 2)
-        }
-    }
-
-    private static func copy(
-        _ source: UnsafePointer<UInt8>,
-        _ sourceStride: Int,
-        _ destination: UnsafeMutablePointer<UInt8>,
-        _ destinationStride: Int,
-        _ width: Int,
-        _ height: Int
-    ) {
-        for row in 0..<height {
-            (destination + row * destinationStride).update(from: source + row * sourceStride, count: width)
-        }
-    }
-
-    /// A flat grey (or black) picture: the background of a name tile, or of an empty call.
-    private static func plainFrame(width: Int, height: Int, luma: UInt8) throws(ComposeError)
-        -> UnsafeMutablePointer<AVFrame>
-    {
-        guard let frame = av_frame_alloc() else { throw ComposeError(path: "composite", reason: "out of memory") }
-        frame.pointee.width = Int32(width)
-        frame.pointee.height = Int32(height)
-        frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-        guard av_frame_get_buffer(frame, 0) >= 0, let y = frame.pointee.data.0, let u = frame.pointee.data.1,
-            let v = frame.pointee.data.2
-        else {
-            var doomed: UnsafeMutablePointer<AVFrame>? = frame
-            av_frame_free(&doomed)
-            throw ComposeError(path: "composite", reason: "out of memory")
-        }
-        for row in 0..<height { (y + row * Int(frame.pointee.linesize.0)).update(repeating: luma, count: width) }
-        for row in 0..<(height / 2) {
-            (u + row * Int(frame.pointee.linesize.1)).update(repeating: 128, count: width / 2)
-            (v + row * Int(frame.pointee.linesize.2)).update(repeating: 128, count: width / 2)
-        }
-        return frame
-    }
-
-    /// Writes each name to a file of a private temporary folder, for drawtext's `textfile`: a
-    /// name is the participant's own text, and a file needs no escaping for the graph parser.
-    private static func writeNames(_ names: [String]) throws(ComposeError) -> String {
-        var template = Array("/tmp/conclave-compose-XXXXXX".utf8CString)
-        guard let created = mkdtemp(&template) else {
-            throw ComposeError(
-                path: "/tmp",
-                reason: "cannot create a temporary folder: \(String(cString: strerror(errno)))"
-            )
-        }
-        let folder = String(cString: created)
-        for (index, name) in names.enumerated() {
-            // One line: control characters (a newline would start a second line) become spaces.
-            let line = String(
-                String.UnicodeScalarView(
-                    name.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }
-                )
-            )
-            let path = "\(folder)/\(index).txt"
-            guard
-                FileManager.default.createFile(
-                    atPath: path,
-                    contents: Data(line.utf8),
-                    attributes: [.posixPermissions: 0o600]
-                )
-            else {
-                throw ComposeError(path: path, reason: "cannot write a name for the tiles")
-            }
-        }
-        return folder
     }
 }

@@ -51,9 +51,13 @@ final class FilterGraph {
 
     deinit { avfilter_graph_free(&graph) }
 
-    /// Hands a frame to source `input`; the graph takes a new reference, the caller keeps its own.
-    func push(_ frame: UnsafeMutablePointer<AVFrame>, input: Int) throws(ComposeError) {
-        let rc = av_buffersrc_add_frame_flags(sources[input], frame, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+    /// Hands a frame to source `input`. With `keep`, the graph takes a new reference and the
+    /// caller keeps its own (a frame pushed again and again); without, the graph takes the
+    /// caller's reference and `frame` comes back empty, so the filters may draw on the buffer
+    /// without copying it first.
+    func push(_ frame: UnsafeMutablePointer<AVFrame>, input: Int, keep: Bool) throws(ComposeError) {
+        let flags = keep ? Int32(AV_BUFFERSRC_FLAG_KEEP_REF) : 0
+        let rc = av_buffersrc_add_frame_flags(sources[input], frame, flags)
         guard rc >= 0 else {
             throw ComposeError(path: "filter graph", reason: "cannot feed input \(input): \(Self.errorText(rc))")
         }

@@ -5,15 +5,13 @@ import ConclaveCore
 /// frame so the compositor can ask for "the latest frame at or before t".
 ///
 /// A segment that cannot be opened or stops decoding ends there (the rest of it composes as a
-/// gap) and adds a line to `problems`; the next segment carries on. A file still being written is
-/// read up to where it ends now.
+/// gap) and adds a line to `problems`; the next segment carries on. A file of a recording still
+/// being written is read up to where it ends now, without a problem.
 final class ParticipantVideo {
     /// A decoded picture and its time on the call timeline (seconds).
     struct Picture {
         var frame: VideoFrame
         var time: Double
-        /// Counts up with each decoded picture, so a tile knows when its content changed.
-        var serial: Int
     }
 
     let participant: CompositionTimeline.Participant
@@ -24,7 +22,6 @@ final class ParticipantVideo {
     private var segments: ArraySlice<CompositionTimeline.Segment>
     private var open: OpenSegment?
     private var decoded: [Picture] = []
-    private var serial = 0
 
     private struct OpenSegment {
         var segment: CompositionTimeline.Segment
@@ -34,8 +31,13 @@ final class ParticipantVideo {
         var draining = false
     }
 
-    init(_ participant: CompositionTimeline.Participant) {
+    /// Whether the recording is still being written: its last cluster may be cut short, which is
+    /// where the composite ends for now, not a problem.
+    private let stillWriting: Bool
+
+    init(_ participant: CompositionTimeline.Participant, stillWriting: Bool) {
         self.participant = participant
+        self.stillWriting = stillWriting
         self.segments = participant.segments.filter(\.hasVideo)[...]
     }
 
@@ -80,7 +82,9 @@ final class ParticipantVideo {
             guard packet.streamIndex == segment.stream else { return true }
             append(try segment.decoder.decode(packet), segment.segment)
         } catch {
-            problems.append("\(Self.name(segment.segment.path)): \(error.reason); composed as a gap from there")
+            if !stillWriting {
+                problems.append("\(Self.name(segment.segment.path)): \(error.reason); composed as a gap from there")
+            }
             open = nil
         }
         return true
@@ -88,9 +92,8 @@ final class ParticipantVideo {
 
     private func append(_ outputs: [MediaStreamDecoder.Output], _ segment: CompositionTimeline.Segment) {
         for case .video(let frame, let time) in outputs {
-            serial += 1
             let seconds = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18
-            decoded.append(Picture(frame: frame, time: segment.startOffset + seconds, serial: serial))
+            decoded.append(Picture(frame: frame, time: segment.startOffset + seconds))
         }
     }
 

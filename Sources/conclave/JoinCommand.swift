@@ -248,6 +248,26 @@ struct CallOptions: ParsableArguments {
     @Option(help: "Record the call into this folder.")
     var record: String?
 
+    @Option(
+        help: """
+            With --record: also write the call's composite while it runs (every participant tiled \
+            with their name and the mixed audio, 1280x720/30) in FILE, .mkv (H264 + Opus) or .mp4 \
+            (fragmented, H264 + AAC), which plays after a crash up to within a second of it. A bare \
+            file name goes into the recording folder.
+            """
+    )
+    var composite: String?
+
+    func validate() throws {
+        if let composite {
+            guard record != nil else { throw ValidationError("--composite needs --record DIR") }
+            let ext = (composite as NSString).pathExtension.lowercased()
+            guard ext == "mkv" || ext == "mp4" else {
+                throw ValidationError("--composite must end in .mkv or .mp4, not \(composite)")
+            }
+        }
+    }
+
     @Option(help: "Leave after this many seconds.")
     var duration: Double?
 
@@ -333,6 +353,19 @@ struct CallRunner {
             }
         }
         var observers: [any CallMediaObserver] = recording.map { [$0] } ?? []
+        var liveComposite: LiveCompositeOutput?
+        if let composite = options.composite, let directory = options.record {
+            do {
+                liveComposite = try LiveCompositeOutput(
+                    path: LiveCompositeOutput.path(composite, recording: directory),
+                    frameRate: nil
+                )
+            } catch {
+                _ = await recording?.finish()
+                throw error
+            }
+        }
+        if let liveComposite { observers.append(liveComposite) }
 
         let codec = options.codec ?? settings.videoCodec ?? .h264
         guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
@@ -416,6 +449,7 @@ struct CallRunner {
         } catch {
             await brokerKeys?.coordinator.stop(keepHistory: signaling?.keepHistory ?? false)
             await signaling?.close()
+            _ = await liveComposite?.finish()
             _ = await recording?.finish()
             throw CallCommandError(error.description)
         }
@@ -428,14 +462,17 @@ struct CallRunner {
         }
 
         let keysForStatus = brokerKeys
+        let compositeForStatus = liveComposite
         let printer = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
+                let figures = compositeForStatus.map { CompositeFigures($0.composite.figures) }
                 if let brokerKeys = keysForStatus {
-                    mode.show(KeyedStatus(report: await session.status(), keys: await brokerKeys.figures()))
+                    let keyed = KeyedStatus(report: await session.status(), keys: await brokerKeys.figures())
+                    mode.show(CompositeStatus(report: keyed, composite: figures))
                 } else {
-                    mode.show(await session.status())
+                    mode.show(CompositeStatus(report: await session.status(), composite: figures))
                 }
             }
         }
@@ -444,6 +481,7 @@ struct CallRunner {
         printer.cancel()
         let final = await session.status()
         await session.leave()
+        let compositeReport = await liveComposite?.finish()
         await brokerKeys?.coordinator.stop(keepHistory: (signaling?.keepHistory ?? false) || options.record != nil)
         await signaling?.close()
         if let recording {
@@ -453,12 +491,19 @@ struct CallRunner {
         var last = final
         last.state = await session.currentPhase
         last.janus = .closed
+        let figures = compositeReport.map(CompositeFigures.init(report:))
         if let brokerKeys {
-            mode.show(KeyedStatus(report: last, keys: await brokerKeys.figures()))
+            mode.show(
+                CompositeStatus(report: KeyedStatus(report: last, keys: await brokerKeys.figures()), composite: figures)
+            )
         } else {
-            mode.show(last)
+            mode.show(CompositeStatus(report: last, composite: figures))
         }
         if mode == .tty { print("") }
+        if let compositeReport {
+            print(LiveCompositeOutput.summary(compositeReport))
+            for problem in compositeReport.problems { print("composite problem: \(problem)") }
+        }
     }
 
     /// What ended the call, as the log names it.

@@ -69,6 +69,26 @@ struct RecordCommand: AsyncParsableCommand {
     )
     var status: CallOptions.StatusMode?
 
+    @Option(
+        help: """
+            Also write the call's composite while it runs: every participant tiled with their name \
+            and the mixed audio, 1280x720/30, in FILE (.mkv: H264 + Opus; .mp4: fragmented, H264 + \
+            AAC), which plays after a crash up to within a second of it. A bare file name goes into \
+            the recording folder. Input video the composite cannot keep up with is dropped and \
+            counted (status lines, FILE.json).
+            """
+    )
+    var composite: String?
+
+    func validate() throws {
+        if let composite {
+            let ext = (composite as NSString).pathExtension.lowercased()
+            guard ext == "mkv" || ext == "mp4" else {
+                throw ValidationError("--composite must end in .mkv or .mp4, not \(composite)")
+            }
+        }
+    }
+
     func run() async throws {
         let logger = global.makeLogger(label: "conclave.record")
         let settings = try configFile.load()
@@ -162,6 +182,22 @@ struct RecordCommand: AsyncParsableCommand {
             throw RecordCommandError(message: error.description)
         }
         var observers: [any CallMediaObserver] = [recording]
+        var liveComposite: LiveCompositeOutput?
+        if let composite {
+            do {
+                liveComposite = try LiveCompositeOutput(
+                    path: LiveCompositeOutput.path(composite, recording: directory),
+                    frameRate: nil
+                )
+            } catch {
+                _ = await recording.finish()
+                await listener.leave()
+                await connection.close()
+                await channel?.close()
+                throw error
+            }
+        }
+        if let liveComposite { observers.append(liveComposite) }
         var brokerKeys: BrokerKeys?
         if let broker, let channel, let format = FrameCryptoFormat(rawValue: crypto.rawValue) {
             let keys = try await BrokerKeys.start(
@@ -211,6 +247,7 @@ struct RecordCommand: AsyncParsableCommand {
         let origin = ContinuousClock.now
         // No status wanted, no snapshot asked for: the recorder then builds none.
         let keysForStatus = brokerKeys
+        let compositeForStatus = liveComposite
         let printer = Task {
             while mode != .none, !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
@@ -221,10 +258,12 @@ struct RecordCommand: AsyncParsableCommand {
                     directory: directory,
                     elapsed: ContinuousClock.now - origin
                 )
+                let figures = compositeForStatus.map { CompositeFigures($0.composite.figures) }
                 if let brokerKeys = keysForStatus {
-                    mode.show(KeyedStatus(report: status, keys: await brokerKeys.figures()))
+                    let keyed = KeyedStatus(report: status, keys: await brokerKeys.figures())
+                    mode.show(CompositeStatus(report: keyed, composite: figures))
                 } else {
-                    mode.show(status)
+                    mode.show(CompositeStatus(report: status, composite: figures))
                 }
             }
         }
@@ -232,6 +271,7 @@ struct RecordCommand: AsyncParsableCommand {
         printer.cancel()
         logger.notice("stopping", metadata: ["reason": "\(Self.describe(reason))"])
         await subscription.close()
+        let compositeReport = await liveComposite?.finish()
         // Every epoch stays in the key store: `recordings repair` may need any of them.
         await brokerKeys?.coordinator.stop(keepHistory: true)
         await channel?.close()
@@ -244,13 +284,19 @@ struct RecordCommand: AsyncParsableCommand {
             elapsed: ContinuousClock.now - origin,
             state: "finished"
         )
+        let figures = compositeReport.map(CompositeFigures.init(report:))
         if let brokerKeys {
-            mode.show(KeyedStatus(report: final, keys: await brokerKeys.figures()))
+            let keyed = KeyedStatus(report: final, keys: await brokerKeys.figures())
+            mode.show(CompositeStatus(report: keyed, composite: figures))
         } else {
-            mode.show(final)
+            mode.show(CompositeStatus(report: final, composite: figures))
         }
         if mode == .tty { print("") }
         Self.printSummary(manifest, directory: directory)
+        if let compositeReport {
+            print(LiveCompositeOutput.summary(compositeReport))
+            for problem in compositeReport.problems { print("composite problem: \(problem)") }
+        }
     }
 
     struct LoadedKey {

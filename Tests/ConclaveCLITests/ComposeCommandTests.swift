@@ -22,7 +22,10 @@ import Testing
         let output = directory.appendingPathComponent("out/call.mp4").path
         let result = try runProcess(
             try TestPaths.conclave(),
-            ["recordings", "compose", recording, "--out", output, "--size", "640x360", "--fps", "25"]
+            [
+                "recordings", "compose", recording, "--out", output, "--size", "640x360", "--fps", "25", "--preset",
+                "superfast",
+            ]
         )
         #expect(result.succeeded, "\(result.errorOutput)")
         #expect(try FFmpeg.frameCount(output) == 4 * 25)
@@ -87,6 +90,20 @@ import Testing
         #expect(!result.succeeded)
         #expect(result.errorOutput.split(separator: "\n").count == 1, "\(result.errorOutput)")
         #expect(result.errorOutput.contains("nothing"))
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
+    @Test("compose refuses a preset libx264 does not have, naming the ones it has")
+    func unknownPresetIsRefused() throws {
+        let directory = try TestPaths.temporaryDirectory("conclave-compose-cli")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("call.mp4").path
+        let result = try runProcess(
+            try TestPaths.conclave(),
+            ["recordings", "compose", directory.path, "--out", output, "--preset", "lightning"]
+        )
+        #expect(!result.succeeded)
+        #expect(result.errorOutput.contains("--preset must be one of ultrafast, superfast"), "\(result.errorOutput)")
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 }

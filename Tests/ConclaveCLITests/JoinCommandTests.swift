@@ -15,7 +15,7 @@ import Testing
         let alice = try call.join("alice", ["--duration", "25"])
         let bob = try call.join("bob", ["--audio", "tone", "--video", "pattern", "--duration", "25"])
         let recording = call.directory.appendingPathComponent("carol-recording").path
-        let carol = try call.join("carol", ["--record", recording])
+        let carol = try call.join("carol", ["--record", recording, "--composite", "call.mkv"])
         let everyone = [alice, bob, carol]
         let ids = ["alice", "bob", "carol"]
 
@@ -50,6 +50,7 @@ import Testing
         carol.signal(SIGTERM)
         #expect(await carol.waitForExit() == 0, "SIGTERM ends with exit 0: \(carol.errorOutput)")
         #expect(carol.lastStatus?["state"] as? String == "left")
+        #expect(carol.lastStatus?["compositeVideoFramesDropped"] as? Int == 0, "\(carol.lastStatus ?? [:])")
         let noticed = await waitUntil(timeout: .seconds(10)) {
             alice.participant("carol")?["present"] as? Bool == false
                 && bob.participant("carol")?["present"] as? Bool == false
@@ -83,6 +84,15 @@ import Testing
             #expect(try FFmpeg.decodeErrors(path) == "", "\(file)")
             #expect(try FFmpeg.frameCount(path) == written, "\(file)")
         }
+
+        // The live composite beside the recording: H264 + Opus that decodes, one picture per frame
+        // time of Carol's stay (as the status says).
+        let composite = recording + "/call.mkv"
+        #expect(try FFmpeg.probeStreams(composite).sorted() == ["h264", "opus"])
+        #expect(try FFmpeg.decodeErrors(composite) == "")
+        let compositeFrames = try FFmpeg.frameCount(composite)
+        #expect(compositeFrames == carol.lastStatus?["compositeFrames"] as? Int, "\(compositeFrames) frames")
+        #expect(compositeFrames >= 30, "\(compositeFrames) frames: Carol stays more than a second")
 
         // --duration: Alice and Bob end by themselves with exit 0.
         #expect(await alice.waitForExit(timeout: .seconds(40)) == 0, "\(alice.errorOutput)")

@@ -29,8 +29,16 @@ final class CompositeFixture: Sendable {
         return options
     }
 
+    /// Where the fixture lives, removed when the test process exits (the fixture is shared by
+    /// the suite, so no single test can remove it).
+    static let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "conclave-compose-\(getpid())-\(UUID().uuidString.prefix(8))"
+    )
+
     init() throws {
-        directory = try TestPaths.temporaryDirectory("conclave-compose")
+        directory = Self.folder
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: CompositeFixture.folder) }
         let recording = directory.appendingPathComponent("recording").path
         _ = try call.record(to: recording)
         timeline = try CompositionTimeline.load(directory: recording)
@@ -225,6 +233,38 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         }
     }
 
+    @Test("A recording still being written composes up to where its files end, without a problem")
+    func recordingStillGoing() throws {
+        let copy = fixture.directory.appendingPathComponent("going-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: fixture.timeline.directory), to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let manifest = copy.appendingPathComponent(RecordingManifest.fileName)
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any])
+        json["status"] = "recording"
+        json["endTime"] = nil
+        try JSONSerialization.data(withJSONObject: json).write(to: manifest)
+        let timeline = try CompositionTimeline.load(directory: copy.path)
+        let cut = try #require(timeline.participants.first?.segments.first)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: cut.path)))
+        // Cut in the middle of a cluster, as a file being written is.
+        try Data(bytes[0..<(bytes.count / 2 + 7)]).write(to: URL(fileURLWithPath: cut.path))
+        let output = copy.appendingPathComponent("composite.mkv").path
+        let report = try VideoComposition.compose(timeline, to: output, options: CompositeFixture.options)
+        #expect(report.problems.isEmpty, "\(report.problems)")
+        let pictures = try decodePictures(output)
+        #expect(pictures.count == report.frames)
+        let key = try #require(timeline.participants.first?.key)
+        let member = try #require(fixture.call.members.first { $0.key == key })
+        // Early on the cut participant's pictures are there; near the end its tile has only the name.
+        for (index, expectPicture) in [(2 * 30 + 7, true), (pictures.count - 5, false)] {
+            let time = Double(index) / 30
+            let members = expectedTiles(at: time)
+            let rectangles = LayoutGeometry.rectangles(.grid, count: members.count, width: 640, height: 480)
+            let position = try #require(members.firstIndex { $0.key == member.key })
+            #expect((pictures[index].reading(in: rectangles[position]) != nil) == expectPicture, "frame \(index)")
+        }
+    }
+
     @Test("A composite of a recording of another format version is refused in one line")
     func otherFormatVersionRefused() throws {
         let copy = fixture.directory.appendingPathComponent("future-\(UUID().uuidString.prefix(6))")
@@ -237,5 +277,47 @@ func decodePictures(_ path: String) throws -> [CompositePicture] {
         let error = #expect(throws: ComposeError.self) { try CompositionTimeline.load(directory: copy.path) }
         #expect(error?.description.contains("format version 9") == true)
         #expect(error?.description.contains("\n") == false)
+    }
+}
+
+@Suite struct SpeakerLayoutTests {
+    /// The participant shown large by each graph of a speaker-layout composite, in order.
+    func largeTiles(_ report: CompositionReport) throws -> [Int] {
+        let pattern = try Regex("textfile=[^:]*/([0-9]+)\\.txt")
+        return report.graphs.compactMap { graph in
+            guard let match = graph.firstMatch(of: pattern), let index = Int(match.output[1].substring ?? "") else {
+                return nil
+            }
+            return index
+        }
+    }
+
+    @Test("The speaker layout puts whoever speaks in the large tile, in turn")
+    func speakerIsLarge() throws {
+        let fixture = try AudioFixture.turns.get()
+        var options = CompositeOptions()
+        options.width = 320
+        options.height = 240
+        options.layout = .speaker
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("speaker-\(UUID()).webm").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let report = try VideoComposition.compose(
+            fixture.timeline,
+            to: output,
+            options: options,
+            speakers: try ActiveSpeakerTimeline(timeline: fixture.timeline)
+        )
+        #expect(report.frames == fixture.call.seconds * 30)
+        let order = fixture.timeline.participants.map(\.key)
+        // Consecutive arrangements with the same speaker (a tile joining at the start) count once.
+        let large = try largeTiles(report).map { order[$0] }.reduce(into: [String]()) { kept, key in
+            if kept.last != key { kept.append(key) }
+        }
+        // Each change of speaker is one new arrangement; the first may be before anyone speaks.
+        #expect(Array(large.drop { $0 != "u1" }) == ["u1", "u2", "u3"], "\(large)")
+        let withoutTimeline = #expect(throws: ComposeError.self) {
+            try VideoComposition.compose(fixture.timeline, to: output, options: options)
+        }
+        #expect(withoutTimeline?.reason.contains("speaker") == true)
     }
 }

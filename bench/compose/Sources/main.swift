@@ -1,4 +1,5 @@
 import ConclaveCompose
+import ConclaveCore
 import Foundation
 import RecordingTestBed
 
@@ -17,11 +18,13 @@ import RecordingTestBed
 // It prints CPU and wall time of both, the ratio of the CPUs (target <= 1.05) and how many times
 // faster than real time the composition runs on one core (target >= 3).
 //
-//   BENCH_SECONDS=60 BENCH_PARTICIPANTS=4 bench/compose/run
+//   BENCH_SECONDS=60 BENCH_PARTICIPANTS=4 BENCH_PRESET=ultrafast bench/compose/run
 
 let environment = ProcessInfo.processInfo.environment
 let seconds = Int(environment["BENCH_SECONDS"] ?? "") ?? 60
 let participants = Int(environment["BENCH_PARTICIPANTS"] ?? "") ?? 4
+/// libx264's preset for both encoders (the composition's default unless set).
+let preset = environment["BENCH_PRESET"]
 
 func say(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
 
@@ -83,6 +86,72 @@ func ffmpegGraph(_ graph: String, names: String) throws -> String {
     return text
 }
 
+/// BENCH_LIVE=1: the live composite (1280x720/30 grid, H264 + Opus in Matroska) fed in real time
+/// with the encoded frames of simulated publishers (640x360, VP8 and H264 alternately, everyone
+/// there the whole call), as `record --composite` is fed by the call; reports the CPU per second
+/// of call and the input video frames dropped (target 0).
+///   BENCH_LIVE=1 BENCH_SECONDS=20 BENCH_LIVE_PARTICIPANTS=4,9 bench/compose/run
+func benchLive(participantCounts: [Int], seconds: Int) async throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bench-live-\(getpid())").path
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    for count in participantCounts {
+        let call = SimulatedCall.standard(participants: count, seconds: seconds, width: 640, height: 360, varied: false)
+        say("bench-compose live: encoding \(seconds) s of \(count) participants at 640x360 ...")
+        var frames: [(time: Int64, feedID: UInt64, frame: EncodedFrame)] = []
+        for member in call.members {
+            for case .frame(let feedID, _, let frame, let time) in try call.publisher(member).events(recordingStart: 0)
+            {
+                frames.append((time, feedID, frame))
+            }
+        }
+        frames.sort { $0.time < $1.time }
+        var options = CompositeOptions()
+        if let preset { options.x264Preset = preset }
+        let path = folder + "/live-\(count).mkv"
+        let cpuBefore = cpuSeconds(RUSAGE_SELF)
+        let wallBefore = wallSeconds()
+        let composite = try LiveComposite(path: path, options: options)
+        for member in call.members { composite.participantJoined(feedID: member.feedID, display: member.display) }
+        let origin = frames.first?.time ?? 0
+        for item in frames {
+            // Pacing, as the frames arrive in a call.
+            let due = wallBefore + Double(item.time - origin) / 1e6
+            let wait = due - wallSeconds()
+            if wait > 0 { usleep(useconds_t(wait * 1e6)) }
+            composite.received(feedID: item.feedID, frame: item.frame)
+        }
+        let report = await composite.finish()
+        let cpu = cpuSeconds(RUSAGE_SELF) - cpuBefore
+        let wall = wallSeconds() - wallBefore
+        say("live composite 1280x720/30 H264 (preset \(options.x264Preset)) of \(count) participants, \(seconds) s")
+        say(
+            String(
+                format: "  CPU %.2f s in %.2f s: %.3f s of CPU per second of call; %d frames written",
+                cpu,
+                wall,
+                cpu / wall,
+                report.frames
+            )
+        )
+        say(
+            "  input video frames dropped: \(report.videoFramesDropped) (target 0), audio frames dropped: "
+                + "\(report.audioFramesDropped), problems: \(report.problems.count)"
+        )
+    }
+}
+
+if environment["BENCH_LIVE"] == "1" {
+    let counts = (environment["BENCH_LIVE_PARTICIPANTS"] ?? "4,9").split(separator: ",").compactMap { Int($0) }
+    do {
+        try await benchLive(participantCounts: counts, seconds: Int(environment["BENCH_SECONDS"] ?? "") ?? 20)
+    } catch {
+        FileHandle.standardError.write(Data("bench-compose: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
+
 do {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compose-\(getpid())").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -104,6 +173,7 @@ do {
     options.width = 1280
     options.height = 720
     options.frameRate = 30
+    if let preset { options.x264Preset = preset }
     let ours = folder + "/conclave.mp4"
     let cpuBefore = cpuSeconds(RUSAGE_SELF)
     let wallBefore = wallSeconds()
