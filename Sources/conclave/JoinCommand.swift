@@ -265,6 +265,7 @@ struct CallOptions: ParsableArguments {
             guard ext == "mkv" || ext == "mp4" else {
                 throw ValidationError("--composite must end in .mkv or .mp4, not \(composite)")
             }
+            try LiveCompositeOutput.refuseExisting(composite, recording: record)
         }
     }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import ConclaveCall
 import ConclaveCompose
 import ConclaveCore
@@ -20,12 +21,26 @@ final class LiveCompositeOutput: CallMediaObserver {
         argument.contains("/") ? argument : (directory as NSString).appendingPathComponent(argument)
     }
 
-    /// Makes the file owner-only in an owner-only folder and starts the composite.
+    /// Refuses, before anything touches the network or the disk, a `--composite` path where a file
+    /// already is (checked again when the file is created). With no recording folder given yet,
+    /// a bare name lands in a new folder and cannot clash.
+    static func refuseExisting(_ argument: String, recording directory: String?) throws {
+        guard argument.contains("/") || directory != nil else { return }
+        let path = Self.path(argument, recording: directory ?? ".")
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            throw ValidationError("--composite \(path) already exists; a composite is never written over a file")
+        }
+    }
+
+    /// Creates the file (refused if it exists) owner-only in an owner-only folder and starts the
+    /// composite.
     init(path: String, frameRate: Int?) throws {
         let folder = (path as NSString).deletingLastPathComponent
         do {
             try PrivateFiles.ensurePrivateDirectory(folder.isEmpty ? "." : folder, createParents: true, policy: .narrow)
-            try PrivateFiles.createPrivateFile(path)
+            // Never over an existing file: a composite of an earlier call is not replaced.
+            close(try PrivateFiles.openPrivateFile(path, exclusive: true))
         } catch {
             throw RecordCommandError(message: "cannot write the composite: \(error)")
         }

@@ -86,6 +86,7 @@ struct RecordCommand: AsyncParsableCommand {
             guard ext == "mkv" || ext == "mp4" else {
                 throw ValidationError("--composite must end in .mkv or .mp4, not \(composite)")
             }
+            try LiveCompositeOutput.refuseExisting(composite, recording: out)
         }
     }
 
