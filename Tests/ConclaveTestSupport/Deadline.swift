@@ -15,3 +15,28 @@ public func withDeadline<T: Sendable>(
     deadline.cancel()
     return result
 }
+
+/// Returns `operation`'s result, or nil when `limit` passes first, without waiting for an
+/// operation that ignores cancellation (a connection stuck before its handshake): the operation
+/// is cancelled and left to finish on its own, so a stall fails the test instead of hanging it.
+public func firstWithin<T: Sendable>(
+    _ limit: Duration,
+    _ operation: @escaping @Sendable () async -> T
+) async -> T? {
+    // The first of the two to yield wins; the stream ends there, so the other's yield is dropped.
+    let (results, continuation) = AsyncStream.makeStream(of: T?.self)
+    let work = Task {
+        continuation.yield(await operation())
+        continuation.finish()
+    }
+    let timer = Task {
+        try? await Task.sleep(for: limit)
+        continuation.yield(nil)
+        continuation.finish()
+    }
+    var iterator = results.makeAsyncIterator()
+    let first = await iterator.next()
+    work.cancel()
+    timer.cancel()
+    return first ?? nil
+}

@@ -1,3 +1,4 @@
+import ConclaveTestSupport
 import Foundation
 import RabbitMQTestBed
 import RecorderJobs
@@ -102,9 +103,26 @@ struct BrokerClient {
         events = Inbox(connection.events)
     }
 
+    /// Connects, or fails within 30 s: a WebSocket stuck before its handshake fails the test
+    /// instead of hanging the run.
     func connect() async throws {
         connection.start()
-        try await connection.waitUntilConnected()
+        let connection = connection
+        let outcome = await firstWithin(.seconds(30)) { () -> String? in
+            do {
+                try await connection.waitUntilConnected()
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        switch outcome {
+        case .some(nil): return
+        case .some(let error?): throw BrokerTestError(description: error)
+        case nil:
+            Task { await connection.close() }
+            throw BrokerTestError(description: "no STOMP connection to \(connection.url) within 30 s")
+        }
     }
 
     /// Sends `job` to the submit exchange as a persistent message and waits for the broker's
@@ -181,4 +199,9 @@ func waitFor(_ limit: Duration, _ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(100))
     }
     return condition()
+}
+
+/// A broker fixture that could not do its part, with the reason.
+struct BrokerTestError: Error, CustomStringConvertible {
+    var description: String
 }

@@ -151,31 +151,30 @@ final class Fleet: @unchecked Sendable {
         let watcherPasscode = RabbitMQTestBed.randomPasscode()
         try broker.rabbitmqctl(["add_user", "watcher"], input: watcherPasscode)
         try broker.rabbitmqctl(["set_permissions", "-p", RabbitMQTestBed.virtualHost, "watcher", ".*", ".*", ".*"])
-        watcher = try STOMPConnection(
-            configuration: STOMPClientConfiguration(
-                url: broker.webSocketURL,
-                virtualHost: RabbitMQTestBed.virtualHost,
-                credentials: STOMPCredentials(login: "watcher", passcode: watcherPasscode)
+        // Bounded and retried with a fresh connection: a WebSocket stuck before its handshake
+        // fails the test after three tries instead of hanging the run.
+        var connected: STOMPConnection?
+        for _ in 0..<3 {
+            let attempt = try STOMPConnection(
+                configuration: STOMPClientConfiguration(
+                    url: broker.webSocketURL,
+                    virtualHost: RabbitMQTestBed.virtualHost,
+                    credentials: STOMPCredentials(login: "watcher", passcode: watcherPasscode)
+                )
             )
-        )
-        log = EventLog(watcher.messages)
-        watcher.start()
-        // Bounded: a broker that never answers fails the test instead of hanging it.
-        let watcher = watcher
-        let connected = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await watcher.waitUntilConnected()) != nil }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(30))
-                return false
+            attempt.start()
+            let up = await firstWithin(.seconds(20)) { (try? await attempt.waitUntilConnected()) != nil }
+            if up == true {
+                connected = attempt
+                break
             }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            if !first { await watcher.close() }
-            return first
+            Task { await attempt.close() }
         }
-        guard connected else {
-            throw SubprocessError(description: "the watcher did not connect to \(broker.webSocketURL) within 30 s")
+        guard let connected else {
+            throw SubprocessError(description: "the watcher did not connect to \(broker.webSocketURL) in three tries")
         }
+        watcher = connected
+        log = EventLog(watcher.messages)
         watcher.subscribe(id: "events", destination: RecorderTopology.allEvents)
     }
 
