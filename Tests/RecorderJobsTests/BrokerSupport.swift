@@ -4,88 +4,10 @@ import RabbitMQTestBed
 import RecorderJobs
 import STOMPClient
 import STOMPProtocol
-import Synchronization
 import Testing
 
-/// Collects a stream's elements so that a test can wait for one that matches, with a deadline.
-final class Inbox<Element: Sendable>: Sendable {
-    private struct Waiter {
-        var id: Int
-        var predicate: @Sendable (Element) -> Bool
-        var continuation: CheckedContinuation<Element?, Never>
-    }
-
-    private struct State {
-        var items: [Element] = []
-        var finished = false
-        var waiters: [Waiter] = []
-        var nextID = 0
-    }
-
-    private let state = Mutex(State())
-    private let reader = Mutex<Task<Void, Never>?>(nil)
-
-    init(_ stream: AsyncStream<Element>) {
-        let task = Task { [weak self] in
-            for await item in stream { self?.append(item) }
-            self?.finish()
-        }
-        reader.withLock { $0 = task }
-    }
-
-    deinit { reader.withLock { $0?.cancel() } }
-
-    var items: [Element] { state.withLock { $0.items } }
-
-    private func append(_ item: Element) {
-        let ready = state.withLock { state in
-            state.items.append(item)
-            let matching = state.waiters.filter { $0.predicate(item) }
-            state.waiters.removeAll { $0.predicate(item) }
-            return matching.map(\.continuation)
-        }
-        for continuation in ready { continuation.resume(returning: item) }
-    }
-
-    private func finish() {
-        let waiting = state.withLock { state in
-            state.finished = true
-            defer { state.waiters.removeAll() }
-            return state.waiters.map(\.continuation)
-        }
-        for continuation in waiting { continuation.resume(returning: nil) }
-    }
-
-    /// The first element that matches, already here or still to come; nil at the deadline or
-    /// when the stream ended without one.
-    func first(
-        within limit: Duration = .seconds(30),
-        where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
-    ) async -> Element? {
-        let id = state.withLock { state -> Int in
-            state.nextID += 1
-            return state.nextID
-        }
-        let timeout = Task {
-            try? await Task.sleep(for: limit)
-            let waiter = state.withLock { state -> Waiter? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index)
-            }
-            waiter?.continuation.resume(returning: nil)
-        }
-        defer { timeout.cancel() }
-        return await withCheckedContinuation { continuation in
-            let found = state.withLock { state -> Element?? in
-                if let item = state.items.first(where: predicate) { return .some(item) }
-                if state.finished { return .some(nil) }
-                state.waiters.append(Waiter(id: id, predicate: predicate, continuation: continuation))
-                return nil
-            }
-            if let found { continuation.resume(returning: found) }
-        }
-    }
-}
+/// The shared collector, under the name these tests use.
+typealias Inbox = StreamCollector
 
 /// A STOMP connection to the test broker as device `device`, with its messages and events collected.
 struct BrokerClient {

@@ -1,0 +1,77 @@
+import Synchronization
+
+/// Collects a stream's elements so that a test can wait for one that matches, with a deadline.
+public final class StreamCollector<Element: Sendable>: Sendable {
+    private struct State {
+        var items: [Element] = []
+        var finished = false
+        var waiters:
+            [(id: Int, predicate: @Sendable (Element) -> Bool, continuation: CheckedContinuation<Element?, Never>)] = []
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    public init(_ stream: AsyncStream<Element>) {
+        let consumer = Task { [weak self] in
+            for await item in stream { self?.append(item) }
+            self?.finish()
+        }
+        task.withLock { $0 = consumer }
+    }
+
+    deinit { task.withLock { $0?.cancel() } }
+
+    public var items: [Element] { state.withLock { $0.items } }
+
+    private func append(_ item: Element) {
+        let ready = state.withLock { state in
+            state.items.append(item)
+            let matching = state.waiters.filter { $0.predicate(item) }
+            state.waiters.removeAll { $0.predicate(item) }
+            return matching.map(\.continuation)
+        }
+        for continuation in ready { continuation.resume(returning: item) }
+    }
+
+    private func finish() {
+        let waiting = state.withLock { state in
+            state.finished = true
+            defer { state.waiters.removeAll() }
+            return state.waiters.map(\.continuation)
+        }
+        for continuation in waiting { continuation.resume(returning: nil) }
+    }
+
+    /// The first element, recorded after the `after`-th one, that matches; nil at the deadline or
+    /// when the stream ended without one.
+    public func first(
+        after skip: Int = 0,
+        within limit: Duration = .seconds(30),
+        where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
+    ) async -> Element? {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: limit)
+            let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).continuation
+            }
+            waiter?.resume(returning: nil)
+        }
+        defer { timeout.cancel() }
+        return await withCheckedContinuation { continuation in
+            let found = state.withLock { state -> Element?? in
+                if let item = state.items.dropFirst(skip).first(where: predicate) { return .some(item) }
+                if state.finished { return .some(nil) }
+                state.waiters.append((id, predicate, continuation))
+                return nil
+            }
+            if let found { continuation.resume(returning: found) }
+        }
+    }
+}
