@@ -76,30 +76,7 @@ public final class LiveComposite: Sendable {
         default:
             throw ComposeError(path: path, reason: "a live composite is .mkv or .mp4, not .\(ext)")
         }
-        guard FileManager.default.isReadableFile(atPath: options.fontFile) else {
-            throw ComposeError(
-                path: options.fontFile,
-                reason: "the font for the names is missing (Debian: apt install fonts-dejavu-core)"
-            )
-        }
-        var settings = MediaFileEncoder.VideoSettings(
-            width: options.width,
-            height: options.height,
-            frameRate: options.frameRate
-        )
-        settings.x264Preset = options.x264Preset
-        let encoder: MediaFileEncoder
-        do {
-            encoder = try MediaFileEncoder(
-                path: path,
-                format: format,
-                video: settings,
-                audio: true,
-                muxerOptions: muxerOptions
-            )
-        } catch {
-            throw ComposeError(path: path, reason: error.reason)
-        }
+        let encoder = try options.makeEncoder(path: path, format: format, audio: true, muxerOptions: muxerOptions)
         var gridOptions = options
         gridOptions.layout = .grid
         let renderer = try TileRenderer(options: gridOptions, encoder: encoder, names: [])

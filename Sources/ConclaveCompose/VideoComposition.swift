@@ -90,24 +90,7 @@ public enum VideoComposition {
         if options.layout == .speaker && speakers == nil {
             throw ComposeError(path: timeline.directory, reason: "the speaker layout needs the speaker timeline")
         }
-        guard FileManager.default.isReadableFile(atPath: options.fontFile) else {
-            throw ComposeError(
-                path: options.fontFile,
-                reason: "the font for the names is missing (Debian: apt install fonts-dejavu-core)"
-            )
-        }
-        var settings = MediaFileEncoder.VideoSettings(
-            width: options.width,
-            height: options.height,
-            frameRate: options.frameRate
-        )
-        settings.x264Preset = options.x264Preset
-        let encoder: MediaFileEncoder
-        do {
-            encoder = try MediaFileEncoder(path: path, format: format, video: settings, audio: audio != nil)
-        } catch {
-            throw ComposeError(path: path, reason: error.reason)
-        }
+        let encoder = try options.makeEncoder(path: path, format: format, audio: audio != nil)
         let compositor = try Compositor(timeline: timeline, options: options, speakers: speakers, encoder: encoder)
         defer { compositor.removeNameFiles() }
         let total = Int((timeline.duration * Double(options.frameRate)).rounded())
@@ -146,5 +129,36 @@ public enum VideoComposition {
 
     static func write(_ body: () throws(MediaFileError) -> Void) throws(ComposeError) {
         do { try body() } catch { throw ComposeError(path: error.path, reason: error.reason) }
+    }
+}
+
+extension CompositeOptions {
+    /// The encoder of a composite (a recording's or the live one) with these options' picture
+    /// and preset, after checking that the font for the names is there.
+    func makeEncoder(
+        path: String,
+        format: MediaFileEncoder.Format,
+        audio: Bool,
+        muxerOptions: [String: String] = [:]
+    ) throws(ComposeError) -> MediaFileEncoder {
+        guard FileManager.default.isReadableFile(atPath: fontFile) else {
+            throw ComposeError(
+                path: fontFile,
+                reason: "the font for the names is missing (Debian: apt install fonts-dejavu-core)"
+            )
+        }
+        var settings = MediaFileEncoder.VideoSettings(width: width, height: height, frameRate: frameRate)
+        settings.x264Preset = x264Preset
+        do {
+            return try MediaFileEncoder(
+                path: path,
+                format: format,
+                video: settings,
+                audio: audio,
+                muxerOptions: muxerOptions
+            )
+        } catch {
+            throw ComposeError(path: path, reason: error.reason)
+        }
     }
 }
