@@ -44,6 +44,25 @@ public final class StreamCollector<Element: Sendable>: Sendable {
         for continuation in waiting { continuation.resume(returning: nil) }
     }
 
+    /// The first `count` elements that match, waiting for them up to the deadline; fewer when the
+    /// deadline passes or the stream ends first. Streams are consumed by separate tasks, so an
+    /// element seen on one stream says nothing about whether another collector has caught up.
+    public func matching(
+        count: Int,
+        within limit: Duration = .seconds(30),
+        where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
+    ) async -> [Element] {
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while true {
+            let (seen, found) = state.withLock { ($0.items.count, $0.items.filter(predicate)) }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if found.count >= count || remaining <= .zero { return Array(found.prefix(count)) }
+            if await first(after: seen, within: remaining, where: predicate) == nil {
+                return state.withLock { Array($0.items.filter(predicate).prefix(count)) }
+            }
+        }
+    }
+
     /// The first element, recorded after the `after`-th one, that matches; nil at the deadline or
     /// when the stream ended without one.
     public func first(

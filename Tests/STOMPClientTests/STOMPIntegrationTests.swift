@@ -201,7 +201,9 @@ struct STOMPScriptedServerTests {
         server.push("NOT-A-COMMAND\n\n\0")
         server.push("MESSAGE\nsubscription:sub-1\ndestination:/d\n\n{\"still\":\"here\"}\0")
         #expect(await messages.first { $0.text == "{\"still\":\"here\"}" } != nil)
-        let errors = events.items.compactMap(\.error)
+        // The events stream is collected by a task of its own: wait for its three errors too.
+        let errors = await events.matching(count: 3) { $0.error != nil }.compactMap(\.error)
+        try #require(errors.count == 3, "expected three malformed-frame errors, got \(errors)")
         #expect(errors.map(\.code) == [.malformedFrame, .malformedFrame, .malformedFrame])
         #expect(errors[1].message.contains("larger than 4096"))
         #expect(connection.malformedFrames == 3)
