@@ -213,8 +213,11 @@ func followRoom(
         alice.send(frames: 30, from: 30, using: &random)
 
         try await observer.wait {
+            // Audio and video are separate streams with jitter buffers of their own: wait for both.
             $0.frames[alice.publisher.feedID]?[.h264]?.count == 60
+                && $0.frames[alice.publisher.feedID]?[.opus]?.count == 60
                 && $0.frames[bob.publisher.feedID]?[.vp8]?.count == 30
+                && $0.frames[bob.publisher.feedID]?[.opus]?.count == 30
                 && ($0.undecryptable[mallory.publisher.feedID]?.count ?? 0) >= 60
         }
 
