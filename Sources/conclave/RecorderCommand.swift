@@ -351,7 +351,11 @@ final class FleetView: Sendable {
                 lines.append("no recorder service announced itself")
             }
             for service in services {
-                let state = service.draining ? "draining" : "taking jobs"
+                // The service admits while its CPU is under the budget (`Admission`): at or over
+                // it, it takes no job, and whoever reads this wonders why the queue grows.
+                let state =
+                    service.draining
+                    ? "draining" : service.cpu >= service.cpuBudget ? "full (CPU budget)" : "taking jobs"
                 lines.append(
                     "\(service.serviceID) on \(service.host): \(service.calls.count) calls, CPU "
                         + String(format: "%.2f of %.2f cores", service.cpu, service.cpuBudget)

@@ -11,11 +11,21 @@ import Synchronization
 
 /// A test-bed participant of a call: pattern video and tone audio, encrypted with the call key,
 /// sent in real time from a task until ``stop()`` or the end of its frames.
+///
+/// Every frame is encoded and encrypted before the first is sent, so that sending costs only the
+/// transport: a test with many participants spends its cores on what it tests.
 final class CallPublisher: Sendable {
     let publisher: Publisher
+    /// The video and audio frames it sends in all.
+    let videoFrames: Int
+    let audioFrames: Int
     private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
 
-    private init(publisher: Publisher) { self.publisher = publisher }
+    private init(publisher: Publisher, videoFrames: Int, audioFrames: Int) {
+        self.publisher = publisher
+        self.videoFrames = videoFrames
+        self.audioFrames = audioFrames
+    }
 
     static func start(
         on connection: JanusConnection,
@@ -24,6 +34,7 @@ final class CallPublisher: Sendable {
         crypto: CallFrameCrypto?,
         seconds: Int,
         address: String,
+        frameRate: Int = 15,
         logger: Logger
     ) async throws -> CallPublisher {
         let codec = MediaCodec.h264
@@ -38,13 +49,13 @@ final class CallPublisher: Sendable {
             ),
             logger: logger
         )
-        let frameRate = 15
         let video = EncodingVideoSource(
             raw: try PatternSource(width: 160, height: 120, frameRate: frameRate, frameLimit: seconds * frameRate),
             encoder: try VideoEncoderSettings(codec: codec, width: 160, height: 120, bitrate: 150_000).makeEncoder()
         )
         var frames: [TimedFrame] = []
         var index = 0
+        let videoFrames: Int
         while true {
             // A keyframe every second: a recorder that joins (or takes over) late waits little.
             if index % frameRate == 0 { video.requestKeyframe() }
@@ -52,6 +63,7 @@ final class CallPublisher: Sendable {
             frames.append(timed)
             index += 1
         }
+        videoFrames = frames.count
         let audio = EncodingAudioSource(raw: try ToneSource(frameLimit: seconds * 50), encoder: try OpusAudioEncoder())
         while let timed = try audio.nextFrame() { frames.append(timed) }
         frames.sort { $0.mediaTime < $1.mediaTime }
@@ -65,25 +77,36 @@ final class CallPublisher: Sendable {
             senderID: publisher.feedID,
             cipher: OpenSSLFrameCipher.self
         )
-        let result = CallPublisher(publisher: publisher)
+        let sealed = frames.compactMap { timed -> (time: Duration, frame: EncodedFrame)? in
+            let encryptor = timed.frame.codec == .opus ? audioEncryptor : videoEncryptor
+            guard let frame = try? encryptor?.encrypt(timed.frame) ?? timed.frame else { return nil }
+            return (timed.mediaTime, frame)
+        }
+        let result = CallPublisher(
+            publisher: publisher,
+            videoFrames: videoFrames,
+            audioFrames: frames.count - videoFrames
+        )
         let sender = Task {
             let clock = ContinuousClock()
             let start = clock.now
-            for timed in frames {
+            for (time, frame) in sealed {
                 // Pacing, not synchronisation: a frame goes out when its capture time comes.
                 do {
-                    try await clock.sleep(until: start.advanced(by: timed.mediaTime), tolerance: .milliseconds(2))
+                    try await clock.sleep(until: start.advanced(by: time), tolerance: .milliseconds(2))
                 } catch {
                     return
                 }
-                let frame = timed.frame
-                let encryptor = frame.codec == .opus ? audioEncryptor : videoEncryptor
-                guard let sealed = try? encryptor?.encrypt(frame) ?? frame else { continue }
-                publisher.send(sealed)
+                publisher.send(frame)
             }
         }
         result.task.withLock { $0 = sender }
         return result
+    }
+
+    /// Returns once the last frame has been sent (or sending was stopped).
+    func waitUntilSent() async {
+        await task.withLock { $0 }?.value
     }
 
     /// Stops sending and leaves the room.

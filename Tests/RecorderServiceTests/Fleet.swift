@@ -8,7 +8,6 @@ import RabbitMQTestBed
 import RecorderJobs
 import STOMPClient
 import STOMPProtocol
-import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -17,65 +16,26 @@ import Testing
 
 /// Every event on `recorder.events`, as a watcher sees them; a test waits for one that matches.
 final class EventLog: Sendable {
-    private struct State {
-        var events: [RecorderEvent] = []
-        var waiters:
-            [(
-                id: Int, predicate: @Sendable (RecorderEvent) -> Bool,
-                continuation: CheckedContinuation<RecorderEvent?, Never>
-            )] =
-                []
-        var nextID = 0
-    }
-
-    private let state = Mutex(State())
+    private let collector: StreamCollector<RecorderEvent>
 
     init(_ messages: AsyncStream<STOMPMessage>) {
-        Task { [weak self] in
+        let (events, continuation) = AsyncStream.makeStream(of: RecorderEvent.self)
+        Task {
             for await message in messages {
-                guard let event = try? RecorderEvent.decode(message.body) else { continue }
-                self?.append(event)
+                if let event = try? RecorderEvent.decode(message.body) { continuation.yield(event) }
             }
+            continuation.finish()
         }
+        collector = StreamCollector(events)
     }
 
-    var events: [RecorderEvent] { state.withLock { $0.events } }
-
-    private func append(_ event: RecorderEvent) {
-        let ready = state.withLock { state in
-            state.events.append(event)
-            let matching = state.waiters.filter { $0.predicate(event) }.map(\.continuation)
-            state.waiters.removeAll { $0.predicate(event) }
-            return matching
-        }
-        for continuation in ready { continuation.resume(returning: event) }
-    }
+    var events: [RecorderEvent] { collector.items }
 
     /// The first event (already seen or still to come) that matches, or nil after `limit`.
     func first(within limit: Duration, where predicate: @escaping @Sendable (RecorderEvent) -> Bool) async
         -> RecorderEvent?
     {
-        let id = state.withLock { state -> Int in
-            state.nextID += 1
-            return state.nextID
-        }
-        let timeout = Task {
-            try? await Task.sleep(for: limit)
-            let waiter = state.withLock { state -> CheckedContinuation<RecorderEvent?, Never>? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).continuation
-            }
-            waiter?.resume(returning: nil)
-        }
-        defer { timeout.cancel() }
-        return await withCheckedContinuation { continuation in
-            let found = state.withLock { state -> RecorderEvent? in
-                if let event = state.events.first(where: predicate) { return event }
-                state.waiters.append((id, predicate, continuation))
-                return nil
-            }
-            if let found { continuation.resume(returning: found) }
-        }
+        await collector.first(within: limit, where: predicate)
     }
 
     func started(_ jobID: String, attempt: Int = 1, within limit: Duration = .seconds(30)) async -> RecordingStarted? {
@@ -183,17 +143,27 @@ final class Fleet: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Starts `conclave recorder serve` as `name`.
-    func startService(_ name: String, _ extra: [String] = []) throws -> ServiceProcess {
-        try ServiceProcess(
+    /// Starts `conclave recorder serve` as `name`: here, or on `host` (its own namespace, which
+    /// reaches the broker and its Janus test beds only; the storage folder is shared).
+    func startService(_ name: String, _ extra: [String] = [], on host: RecorderHost? = nil) throws -> ServiceProcess {
+        let network =
+            host.map { host in
+                ["--broker", host.brokerURL] + host.iceAddresses.flatMap { ["--ice-address", $0] }
+            } ?? ["--broker", broker.webSocketURL, "--ice-address", janus.hostAddress]
+        return try ServiceProcess(
             name,
             arguments: [
-                "recorder", "serve", "--storage", storage.path, "--data-dir", dataDirectory, "--broker",
-                broker.webSocketURL, "--passcode-file", passcodeFile, "--ice-address", janus.hostAddress,
-                "--service-id", name, "--max-calls", "4", "--log-level", "warning",
-            ] + extra,
-            in: directory
+                "recorder", "serve", "--storage", storage.path, "--data-dir", dataDirectory, "--passcode-file",
+                passcodeFile, "--service-id", name, "--max-calls", "4", "--log-level", "warning",
+            ] + network + extra,
+            in: directory,
+            host: host
         )
+    }
+
+    /// A machine for a service: a namespace that reaches the broker and `janus` only.
+    func makeHost(reaching janus: [JanusTestBed]) throws -> RecorderHost {
+        try RecorderHost(brokerPort: broker.webSTOMPPort, janus: janus)
     }
 
     /// Waits until `name` announces its status (its job subscription is then being set up).
@@ -285,15 +255,17 @@ final class ServiceProcess: @unchecked Sendable {
     let stdoutFile: URL
     let stderrFile: URL
 
-    init(_ name: String, arguments: [String], in directory: URL) throws {
+    init(_ name: String, arguments: [String], in directory: URL, host: RecorderHost? = nil) throws {
         self.name = name
         stdoutFile = directory.appendingPathComponent("\(name).out")
         stderrFile = directory.appendingPathComponent("\(name).err")
         _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
         process = Process()
-        process.executableURL = URL(fileURLWithPath: try TestPaths.conclave())
-        process.arguments = arguments
+        let command = [try TestPaths.conclave()] + arguments
+        let launched = try host?.command(command) ?? command
+        process.executableURL = URL(fileURLWithPath: launched[0])
+        process.arguments = Array(launched.dropFirst())
         process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
         process.standardError = try FileHandle(forWritingTo: stderrFile)
         process.standardInput = FileHandle.nullDevice

@@ -26,8 +26,16 @@ import Synchronization
 // 3. Takeover: BENCH_KILLS times, a call's service is killed with SIGKILL while it records; the
 //    time from the kill to another service's recording_started (attempt 2) and to the first
 //    bytes of the new segment. p50 and p95.
+// 4. With BENCH_SEARCH=1, instead of 1-3: the frame-loss search. Rounds of BENCH_SEARCH_STEP,
+//    2 x BENCH_SEARCH_STEP, ... calls of 4 (up to BENCH_SEARCH_MAX calls), each recorded for
+//    BENCH_SECONDS, until a recording misses a frame (a track's frames lost, or fewer frames
+//    written than its first-to-last span holds at 30 or 50 a second) or the machine is saturated
+//    (over 95 % of every core busy: the feeds themselves then fall behind, and a loss would say
+//    nothing about the services). Prints each round and, for the last loss-free one, the calls,
+//    the participants, the services' CPU per participant and participants per core.
 //
 //   BENCH_SERVICES=2 BENCH_CALLS=2 BENCH_SECONDS=20 BENCH_KILLS=10 bench/fleet/run
+//   BENCH_SEARCH=1 BENCH_SERVICES=3 BENCH_SEARCH_STEP=2 BENCH_SECONDS=20 bench/fleet/run
 
 let environment = ProcessInfo.processInfo.environment
 let serviceCount = Int(environment["BENCH_SERVICES"] ?? "") ?? 2
@@ -35,6 +43,9 @@ let callCount = Int(environment["BENCH_CALLS"] ?? "") ?? 2
 let participantsPerCall = Int(environment["BENCH_PARTICIPANTS"] ?? "") ?? 4
 let recordSeconds = Int(environment["BENCH_SECONDS"] ?? "") ?? 20
 let killCount = Int(environment["BENCH_KILLS"] ?? "") ?? 10
+let searching = environment["BENCH_SEARCH"] == "1"
+let searchStep = max(1, Int(environment["BENCH_SEARCH_STEP"] ?? "") ?? 2)
+let searchLimit = Int(environment["BENCH_SEARCH_MAX"] ?? "") ?? 60
 let binaries = environment["BENCH_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/release"
 let conclave = binaries + "/conclave"
 let fleetDevice: UInt64 = 900
@@ -70,6 +81,42 @@ func processCPUSeconds(_ pid: pid_t) -> Double? {
         nanoseconds += value
     }
     return Double(nanoseconds) / 1e9
+}
+
+/// The machine's busy and total CPU time so far, in clock ticks (the first line of /proc/stat).
+func machineTicks() -> (busy: Double, total: Double) {
+    guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+        let line = text.split(separator: "\n").first
+    else { return (0, 0) }
+    let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+    guard fields.count >= 5 else { return (0, 0) }
+    let total = fields.prefix(8).reduce(0, +)
+    return (total - fields[3] - fields[4], total)  // idle and iowait are not busy
+}
+
+/// The frames a finished recording misses, from its manifest: per track, the frames the receiver
+/// gave up on plus those its first-to-last span should hold (`videoRate` or 50 a second) beyond
+/// what was written (one frame of slack for rounding). Nil when the manifest cannot be read.
+func framesMissing(_ folder: String, videoRate: Double) -> Int? {
+    guard let data = FileManager.default.contents(atPath: folder + "/manifest.json"),
+        let manifest = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+        let participants = manifest["participants"] as? [[String: Any]]
+    else { return nil }
+    var missing = 0
+    for participant in participants {
+        for segment in participant["segments"] as? [[String: Any]] ?? [] {
+            for track in segment["tracks"] as? [[String: Any]] ?? [] {
+                let written = track["framesWritten"] as? Int ?? 0
+                missing += track["framesLost"] as? Int ?? 0
+                guard let first = track["firstTimestamp"] as? Double, let last = track["lastTimestamp"] as? Double
+                else { continue }
+                let rate = (track["kind"] as? String) == "video" ? videoRate : 50
+                let span = Int(((last - first) * rate).rounded()) + 1
+                missing += max(0, span - 1 - written)
+            }
+        }
+    }
+    return missing
 }
 
 /// Whether a recording folder holds media bytes yet (any non-empty file but the manifests).
@@ -278,112 +325,218 @@ var nextRoom: UInt64 = 7000
     return start
 }
 
-// MARK: 1 and 2: submission to first frame, capacity
+// MARK: 4: the frame-loss search
 
-var calls: [(jobID: String, feeds: RemoteFeeds)] = []
-var firstFrame: [Double] = []
-for index in 0..<callCount {
-    let call = try await makeCall(participants: participantsPerCall)
-    let jobID = "load-\(index)"
-    let submitted = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: Double(recordSeconds)))
-    calls.append((jobID, call.feeds))
-    let folder = storage + "/bench/" + jobID
-    if let elapsed = await waitFor(.seconds(30), { hasMedia(folder) }) {
-        firstFrame.append(seconds(elapsed))
-    } else {
-        say(
-            "  \(jobID): no media within 30 s of its submission: \(events.failed(jobID)?.reason ?? "no failure announced")"
-        )
-    }
-    _ = submitted
+/// One round of the search: `count` calls of 4 recorded for BENCH_SECONDS.
+struct Round {
+    var calls: Int
+    var participants: Int
+    /// The services' cores over the middle of the recordings.
+    var cores: Double
+    /// The machine's busy share of all its cores over the same window.
+    var machineBusy: Double
+    var framesMissing: Int
+    var unfinished: Int
 }
-// The middle of the recordings: every call started, none finishing.
-let window = Double(recordSeconds) / 2
-let before = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
-let windowStart = ContinuousClock.now
-try await Task.sleep(for: .seconds(window))
-let after = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
-let cores = (after - before) / seconds(ContinuousClock.now - windowStart)
-var written: UInt64 = 0
-var sent = 0.0
-for call in calls {
-    guard await waitFor(.seconds(Double(recordSeconds) + 60), { events.finished(call.jobID) != nil }) != nil,
-        let finished = events.finished(call.jobID)
-    else {
-        say("  \(call.jobID): did not finish: \(events.failed(call.jobID)?.reason ?? "no failure announced")")
-        continue
-    }
-    written += finished.summary.framesWritten
-    sent += finished.summary.duration * 80 * Double(finished.summary.participants)
-    call.feeds.stop()
-}
-let participants = callCount * participantsPerCall
-say(
-    String(
-        format:
-            "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent over the recordings' durations (%.2f%% fewer; a feed's video before its first keyframe, up to 2 s, cannot be recorded and counts here)",
-        percentile(firstFrame, 0.5),
-        firstFrame.count,
-        participants,
-        serviceCount,
-        cores,
-        Double(participants) / max(cores, 1e-9),
-        written,
-        sent,
-        sent > 0 ? max(0, 100 * (1 - Double(written) / sent)) : 0
-    )
-)
 
-// MARK: 3: takeover after SIGKILL
-
-var toStarted: [Double] = []
-var toMedia: [Double] = []
-for index in 0..<killCount {
-    let call = try await makeCall(participants: 2)
-    let jobID = "kill-\(index)"
-    _ = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: 12))
-    guard await waitFor(.seconds(30), { events.started(jobID, attempt: 1) != nil }) != nil,
-        let (_, first) = events.started(jobID, attempt: 1),
-        let victim = services.first(where: { $0.name == first.serviceID && $0.process.isRunning })
-    else {
-        say("  \(jobID): never started")
-        call.feeds.stop()
-        continue
+@MainActor func searchRound(_ count: Int, round: Int) async throws -> Round {
+    var jobs: [(jobID: String, feeds: RemoteFeeds)] = []
+    for index in 0..<count {
+        let call = try await makeCall(participants: participantsPerCall)
+        let jobID = "search-\(round)-\(index)"
+        _ = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: Double(recordSeconds)))
+        jobs.append((jobID, call.feeds))
     }
-    let folder = storage + "/bench/" + jobID
-    _ = await waitFor(.seconds(20)) { hasMedia(folder) }
-    let killed = ContinuousClock.now
-    victim.kill9()
-    let mediaBefore = mediaFiles(folder)
-    if await waitFor(.seconds(30), { events.started(jobID, attempt: 2) != nil }) != nil,
-        let (instant, _) = events.started(jobID, attempt: 2)
-    {
-        toStarted.append(seconds(instant - killed))
-        // A file of the new attempt (`attempt-N/`) with bytes in it; the files the dead attempt's
-        // repair writes beside its journals do not count.
-        let grown = await waitFor(.seconds(30)) {
-            mediaFiles(folder).subtracting(mediaBefore).contains { $0.hasPrefix("attempt-") }
+    for job in jobs { _ = await waitFor(.seconds(30)) { hasMedia(storage + "/bench/" + job.jobID) } }
+    let window = Double(recordSeconds) / 3
+    let before = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+    let machineBefore = machineTicks()
+    let windowStart = ContinuousClock.now
+    try await Task.sleep(for: .seconds(window))
+    let after = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+    let machineAfter = machineTicks()
+    let cores = (after - before) / seconds(ContinuousClock.now - windowStart)
+    let machineBusy = (machineAfter.busy - machineBefore.busy) / max(machineAfter.total - machineBefore.total, 1)
+    var missing = 0
+    var unfinished = 0
+    for job in jobs {
+        let done = await waitFor(.seconds(Double(recordSeconds) + 60)) {
+            events.finished(job.jobID) != nil || events.failed(job.jobID) != nil
         }
-        if grown != nil { toMedia.append(seconds(ContinuousClock.now - killed)) }
-    } else {
-        say("  \(jobID): not taken over within 30 s")
+        job.feeds.stop()
+        guard done != nil, let finished = events.finished(job.jobID),
+            let lost = framesMissing(finished.path, videoRate: 30)
+        else {
+            say("  \(job.jobID): did not finish: \(events.failed(job.jobID)?.reason ?? "no failure announced")")
+            unfinished += 1
+            continue
+        }
+        missing += lost + (finished.summary.gaps.isEmpty ? 0 : 1)
     }
-    // The fleet back to full strength for the next kill.
-    let replacement = try startService()
-    _ = await awaitStatus(replacement.name)
-    _ = await waitFor(.seconds(40)) { events.finished(jobID) != nil || events.failed(jobID) != nil }
-    call.feeds.stop()
-}
-say(
-    String(
-        format:
-            "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; the new attempt's first media bytes p50 %.2f s, p95 %.2f s",
-        toStarted.count,
-        percentile(toStarted, 0.5),
-        percentile(toStarted, 0.95),
-        percentile(toMedia, 0.5),
-        percentile(toMedia, 0.95)
+    return Round(
+        calls: count,
+        participants: count * participantsPerCall,
+        cores: cores,
+        machineBusy: machineBusy,
+        framesMissing: missing,
+        unfinished: unfinished
     )
-)
+}
+
+if searching {
+    var clean: Round?
+    var count = searchStep
+    var round = 0
+    while count <= searchLimit {
+        round += 1
+        let result = try await searchRound(count, round: round)
+        say(
+            String(
+                format:
+                    "  %d calls, %d participants: services %.2f cores (%.1f participants per core), machine %.0f%% busy, %d frames missing, %d recordings unfinished",
+                result.calls,
+                result.participants,
+                result.cores,
+                Double(result.participants) / max(result.cores, 1e-9),
+                100 * result.machineBusy,
+                result.framesMissing,
+                result.unfinished
+            )
+        )
+        if result.framesMissing > 0 || result.unfinished > 0 {
+            say("first frame lost at \(result.calls) calls (\(result.participants) participants)")
+            break
+        }
+        clean = result
+        if result.machineBusy > 0.95 {
+            say("the machine is saturated at \(result.calls) calls: the feeds fall behind, the search stops here")
+            break
+        }
+        count += searchStep
+    }
+    if let clean {
+        say(
+            String(
+                format:
+                    "last loss-free round: %d calls, %d participants on %d services: %.3f cores per participant, %.0f participants per core (target: 100)",
+                clean.calls,
+                clean.participants,
+                serviceCount,
+                clean.cores / Double(clean.participants),
+                Double(clean.participants) / max(clean.cores, 1e-9)
+            )
+        )
+    } else {
+        say("no loss-free round: frames were lost at \(searchStep) calls already")
+    }
+} else {
+    // MARK: 1 and 2: submission to first frame, capacity
+
+    var calls: [(jobID: String, feeds: RemoteFeeds)] = []
+    var firstFrame: [Double] = []
+    for index in 0..<callCount {
+        let call = try await makeCall(participants: participantsPerCall)
+        let jobID = "load-\(index)"
+        let submitted = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: Double(recordSeconds)))
+        calls.append((jobID, call.feeds))
+        let folder = storage + "/bench/" + jobID
+        if let elapsed = await waitFor(.seconds(30), { hasMedia(folder) }) {
+            firstFrame.append(seconds(elapsed))
+        } else {
+            say(
+                "  \(jobID): no media within 30 s of its submission: \(events.failed(jobID)?.reason ?? "no failure announced")"
+            )
+        }
+        _ = submitted
+    }
+    // The middle of the recordings: every call started, none finishing.
+    let window = Double(recordSeconds) / 2
+    let before = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+    let windowStart = ContinuousClock.now
+    try await Task.sleep(for: .seconds(window))
+    let after = services.compactMap { processCPUSeconds($0.pid) }.reduce(0, +)
+    let cores = (after - before) / seconds(ContinuousClock.now - windowStart)
+    var written: UInt64 = 0
+    var sent = 0.0
+    for call in calls {
+        guard await waitFor(.seconds(Double(recordSeconds) + 60), { events.finished(call.jobID) != nil }) != nil,
+            let finished = events.finished(call.jobID)
+        else {
+            say("  \(call.jobID): did not finish: \(events.failed(call.jobID)?.reason ?? "no failure announced")")
+            continue
+        }
+        written += finished.summary.framesWritten
+        sent += finished.summary.duration * 80 * Double(finished.summary.participants)
+        call.feeds.stop()
+    }
+    let participants = callCount * participantsPerCall
+    say(
+        String(
+            format:
+                "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent over the recordings' durations (%.2f%% fewer; a feed's video before its first keyframe, up to 2 s, cannot be recorded and counts here)",
+            percentile(firstFrame, 0.5),
+            firstFrame.count,
+            participants,
+            serviceCount,
+            cores,
+            Double(participants) / max(cores, 1e-9),
+            written,
+            sent,
+            sent > 0 ? max(0, 100 * (1 - Double(written) / sent)) : 0
+        )
+    )
+
+    // MARK: 3: takeover after SIGKILL
+
+    var toStarted: [Double] = []
+    var toMedia: [Double] = []
+    for index in 0..<killCount {
+        let call = try await makeCall(participants: 2)
+        let jobID = "kill-\(index)"
+        _ = try await submit(jobID: jobID, room: call.room, stop: .after(seconds: 12))
+        guard await waitFor(.seconds(30), { events.started(jobID, attempt: 1) != nil }) != nil,
+            let (_, first) = events.started(jobID, attempt: 1),
+            let victim = services.first(where: { $0.name == first.serviceID && $0.process.isRunning })
+        else {
+            say("  \(jobID): never started")
+            call.feeds.stop()
+            continue
+        }
+        let folder = storage + "/bench/" + jobID
+        _ = await waitFor(.seconds(20)) { hasMedia(folder) }
+        let killed = ContinuousClock.now
+        victim.kill9()
+        let mediaBefore = mediaFiles(folder)
+        if await waitFor(.seconds(30), { events.started(jobID, attempt: 2) != nil }) != nil,
+            let (instant, _) = events.started(jobID, attempt: 2)
+        {
+            toStarted.append(seconds(instant - killed))
+            // A file of the new attempt (`attempt-N/`) with bytes in it; the files the dead attempt's
+            // repair writes beside its journals do not count.
+            let grown = await waitFor(.seconds(30)) {
+                mediaFiles(folder).subtracting(mediaBefore).contains { $0.hasPrefix("attempt-") }
+            }
+            if grown != nil { toMedia.append(seconds(ContinuousClock.now - killed)) }
+        } else {
+            say("  \(jobID): not taken over within 30 s")
+        }
+        // The fleet back to full strength for the next kill.
+        let replacement = try startService()
+        _ = await awaitStatus(replacement.name)
+        _ = await waitFor(.seconds(40)) { events.finished(jobID) != nil || events.failed(jobID) != nil }
+        call.feeds.stop()
+    }
+    say(
+        String(
+            format:
+                "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; the new attempt's first media bytes p50 %.2f s, p95 %.2f s",
+            toStarted.count,
+            percentile(toStarted, 0.5),
+            percentile(toStarted, 0.95),
+            percentile(toMedia, 0.5),
+            percentile(toMedia, 0.95)
+        )
+    )
+}
 await submitter.close()
 await connection.close()
