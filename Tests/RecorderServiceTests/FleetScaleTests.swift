@@ -146,7 +146,11 @@ struct FleetScaleTests {
             #expect(finished.serviceID == startedBy[call.jobID])
             #expect(
                 finished.summary.participants == call.publishers.count,
-                "\(call.jobID) on \(call.janus.webSocketURL): \(finished.summary)"
+                """
+                \(call.jobID) on \(call.janus.webSocketURL) by \(finished.serviceID): \(finished.summary), \
+                not recorded: \((try? RecordingManifest.read(from: finished.path))?.notRecorded ?? []); \
+                \(services.first { $0.name == finished.serviceID }?.errors.suffix(3000) ?? "")
+                """
             )
             #expect(finished.summary.problems.isEmpty, "\(call.jobID): \(finished.summary.problems)")
             #expect(finished.summary.gaps.isEmpty, "\(call.jobID): \(finished.summary.gaps)")

@@ -10,75 +10,69 @@ import Synchronization
 /// broker and the given Janus test beds, and nothing else.
 ///
 /// A recorder service on another machine than the broker and Janus is what the fleet is built for;
-/// running each service in its own namespace makes the test exercise that (its own addresses, its
-/// own ICE candidates, no loopback shared with the broker) without a second machine. The links are
-/// veth pairs on /30s from 198.18.0.0/15, like ``JanusTestBed``'s:
-/// - an uplink to the test's side, where a ``TCPRelay`` on the test side's end forwards to the
-///   broker's Web-STOMP port on 127.0.0.1 (the broker listens on loopback only, and the namespace
-///   has no loopback in common with it);
-/// - one link straight into each Janus namespace, with a host route to that Janus's address, so
-///   signaling and media go namespace to namespace without any forwarding on the test's side.
+/// running each service in its own namespace makes the test exercise that (its own address, its
+/// own ICE candidates, no loopback shared with the broker) without a second machine. The namespace
+/// has one link, a veth pair on a /30 from 198.18.0.0/15 like ``JanusTestBed``'s, to the test's
+/// side, and routes over it to exactly:
+/// - the test side's end, where a ``TCPRelay`` forwards to the broker's Web-STOMP port on
+///   127.0.0.1 (the broker listens on loopback only, which the namespace does not share);
+/// - each Janus's address (a /32), forwarded on the test's side from this link to that Janus's
+///   own link. Forwarding is switched on for these test links only (`conf.<link>.forwarding`), and
+///   each Janus namespace gets a route back to this host's address.
 ///
-/// There is no default route: any other destination is unreachable from inside. The namespace is
-/// named `conclave-<pid>-<tag>` like the Janus test bed's, so one left behind by a test process
-/// that died is removed by the next test bed's clean-up.
+/// Janus's media goes the way its signaling does: Janus gathers candidates on its own link only
+/// (seen: a direct link from this namespace into Janus's failed every ICE check).
+/// Any other destination is unreachable from inside. The namespace is named
+/// `conclave-<pid>-<tag>` like the Janus test bed's, so one left behind by a test process that
+/// died is removed by the next test bed's clean-up.
 final class RecorderHost: @unchecked Sendable {
     // @unchecked: every stored property is set in init; `stopped` is guarded by its Mutex.
     let namespace: String
-    /// The test side's end of the uplink: where the broker's relay listens.
+    /// The test side's end of the link: where the broker's relay listens.
     let gatewayAddress: String
-    /// This host's end of the uplink.
-    let uplinkAddress: String
-    /// This host's end of each Janus link, in the order of the test beds: its ICE addresses.
-    let iceAddresses: [String]
+    /// This host's end of the link: its one ICE address.
+    let address: String
     private let uplink: String
     private let relay: TCPRelay
     private let stopped = Mutex(false)
 
     /// The broker as seen from inside the namespace.
     var brokerURL: String { "ws://\(gatewayAddress):\(relay.port)/ws" }
+    /// The addresses to gather ICE candidates on.
+    var iceAddresses: [String] { [address] }
 
-    /// Creates the namespace, its uplink and relay, and a link into each of `janus`' namespaces.
+    /// Creates the namespace, its link and relay, and the routes to each of `janus`.
     init(brokerPort: Int, janus: [JanusTestBed]) throws {
         let tag = String(format: "%06x", UInt32.random(in: 0..<0xFF_FFFF))
         let namespace = "conclave-\(getpid())-\(tag)"
         self.namespace = namespace
-        uplink = "cv\(tag)u"
+        let uplink = "cv\(tag)u"
+        self.uplink = uplink
         let inside = "cv\(tag)v"
-        var subnets = try Self.freeSubnets(1 + janus.count)
-        let up = subnets.removeFirst()
-        gatewayAddress = up.first
-        uplinkAddress = up.second
-        iceAddresses = subnets.map(\.second)
+        let subnet = try Self.freeSubnet()
+        gatewayAddress = subnet.first
+        address = subnet.second
         func inNamespace(_ arguments: [String]) throws {
             try Self.ip(["netns", "exec", namespace, "ip"] + arguments)
         }
         do {
             try Self.ip(["netns", "add", namespace])
-            try Self.ip(["netns", "exec", namespace, "ip", "link", "set", "lo", "up"])
-            try Self.ip(["link", "add", "cv\(tag)u", "type", "veth", "peer", "name", inside])
+            try inNamespace(["link", "set", "lo", "up"])
+            try Self.ip(["link", "add", uplink, "type", "veth", "peer", "name", inside])
             try Self.ip(["link", "set", inside, "netns", namespace])
-            try Self.ip(["addr", "add", "\(up.first)/30", "dev", "cv\(tag)u"])
-            try Self.ip(["link", "set", "cv\(tag)u", "up"])
-            try inNamespace(["addr", "add", "\(up.second)/30", "dev", inside])
+            try Self.ip(["addr", "add", "\(subnet.first)/30", "dev", uplink])
+            try Self.ip(["link", "set", uplink, "up"])
+            try inNamespace(["addr", "add", "\(subnet.second)/30", "dev", inside])
             try inNamespace(["link", "set", inside, "up"])
-            for (index, bed) in janus.enumerated() {
-                let subnet = subnets[index]
-                let here = "cv\(tag)a\(index)"
-                let there = "cv\(tag)b\(index)"
-                try Self.ip(["link", "add", here, "type", "veth", "peer", "name", there])
-                try Self.ip(["link", "set", here, "netns", namespace])
-                try Self.ip(["link", "set", there, "netns", bed.namespace])
-                try bed.runInNamespace(["ip", "addr", "add", "\(subnet.first)/30", "dev", there])
-                try bed.runInNamespace(["ip", "link", "set", there, "up"])
-                try inNamespace(["addr", "add", "\(subnet.second)/30", "dev", here])
-                try inNamespace(["link", "set", here, "up"])
-                // Janus listens and gathers on its own link's address only: reach it over this link.
-                try inNamespace(["route", "add", "\(bed.janusAddress)/32", "dev", here, "src", subnet.second])
+            try Self.enableForwarding(on: uplink)
+            for bed in janus {
+                try Self.enableForwarding(on: bed.hostInterface)
+                try inNamespace(["route", "add", "\(bed.janusAddress)/32", "via", subnet.first])
+                try bed.runInNamespace(["ip", "route", "replace", "\(subnet.second)/32", "via", bed.hostAddress])
             }
-            relay = try TCPRelay(listeningOn: up.first, forwardingTo: brokerPort)
+            relay = try TCPRelay(listeningOn: subnet.first, forwardingTo: brokerPort)
         } catch {
-            Self.remove(namespace, uplink: "cv\(tag)u")
+            Self.remove(namespace, uplink: uplink)
             throw error
         }
     }
@@ -117,19 +111,27 @@ final class RecorderHost: @unchecked Sendable {
         var second: String
     }
 
-    /// `count` distinct /30s whose addresses are not in use on this side.
-    private static func freeSubnets(_ count: Int) throws -> [Subnet] {
+    /// A /30 whose addresses are not in use on this side.
+    private static func freeSubnet() throws -> Subnet {
         let inUse = try ip(["-4", "-o", "addr", "show"])
-        var picked: [Subnet] = []
-        while picked.count < count {
+        while true {
             let base = 4 * Int.random(in: 0..<32_768)
             let prefix = "198.\(18 + (base >> 16)).\((base >> 8) & 0xFF)."
             let subnet = Subnet(first: prefix + "\((base & 0xFF) + 1)", second: prefix + "\((base & 0xFF) + 2)")
-            if !inUse.contains(subnet.first + "/") && !inUse.contains(subnet.second + "/") && !picked.contains(subnet) {
-                picked.append(subnet)
-            }
+            if !inUse.contains(subnet.first + "/") && !inUse.contains(subnet.second + "/") { return subnet }
         }
-        return picked
+    }
+
+    /// Forwards what arrives on `interface` (IPv4 decides per incoming link; the machine-wide
+    /// switch stays as it is).
+    private static func enableForwarding(on interface: String) throws {
+        let path = "/proc/sys/net/ipv4/conf/\(interface)/forwarding"
+        // Written in place: /proc/sys takes no temporary file and rename.
+        guard let file = FileHandle(forWritingAtPath: path) else {
+            throw TestBedError("cannot switch forwarding on for \(interface) (\(path))")
+        }
+        defer { try? file.close() }
+        try file.write(contentsOf: Data("1\n".utf8))
     }
 
     private static func ipPath() throws -> String {
