@@ -31,8 +31,9 @@ import Synchronization
 //    BENCH_SECONDS, until a recording misses a frame (a track's frames lost, or fewer frames
 //    written than its first-to-last span holds at 30 or 50 a second) or the machine is saturated
 //    (over 95 % of every core busy: the feeds themselves then fall behind, and a loss would say
-//    nothing about the services). Prints each round and, for the last loss-free one, the calls,
-//    the participants, the services' CPU per participant and participants per core.
+//    nothing about the services, and the round does not count). Prints each round and, for the
+//    last loss-free one, the calls, the participants, the services' CPU per participant and
+//    participants per core.
 //
 //   BENCH_SERVICES=2 BENCH_CALLS=2 BENCH_SECONDS=20 BENCH_KILLS=10 bench/fleet/run
 //   BENCH_SEARCH=1 BENCH_SERVICES=3 BENCH_SEARCH_STEP=2 BENCH_SECONDS=20 bench/fleet/run
@@ -283,8 +284,11 @@ for _ in 0..<serviceCount {
     let service = try startService()
     guard await awaitStatus(service.name) else { throw BenchError("\(service.name) never announced itself") }
 }
+let load =
+    searching
+    ? "rounds of \(searchStep), \(2 * searchStep), ... calls (up to \(searchLimit))" : "\(callCount) calls"
 say(
-    "Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(serviceCount) services; \(callCount) calls of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus), \(recordSeconds) s"
+    "Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(serviceCount) services; \(load) of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus), \(recordSeconds) s"
 )
 
 let connection = try await JanusConnection.connect(to: bed.webSocketURL)
@@ -407,11 +411,13 @@ if searching {
             say("first frame lost at \(result.calls) calls (\(result.participants) participants)")
             break
         }
-        clean = result
+        // A saturated machine starves the services of feeds as well as of cores: its round's
+        // figures describe the machine, not the services, and do not count.
         if result.machineBusy > 0.95 {
             say("the machine is saturated at \(result.calls) calls: the feeds fall behind, the search stops here")
             break
         }
+        clean = result
         count += searchStep
     }
     if let clean {
