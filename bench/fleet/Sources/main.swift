@@ -433,7 +433,7 @@ if searching {
             )
         )
     } else {
-        say("no loss-free round: frames were lost at \(searchStep) calls already")
+        say("no round counts: the first (\(searchStep) calls) lost frames or found the machine saturated")
     }
 } else {
     // MARK: 1 and 2: submission to first frame, capacity
