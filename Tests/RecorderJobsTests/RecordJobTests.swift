@@ -230,15 +230,17 @@ struct RecordJobInvitationTests {
     @Test func encodesTheDocumentedVector() throws {
         var job = sampleJob()
         job.invitation =
-            #"{"callId":42,"roster":[{"deviceId":900,"isHost":false,"userId":9},"#
-            + #"{"deviceId":11,"isHost":true,"userId":1}],"type":"call_invitation"}"#
+            #"{"callId":42,"roster":[{"deviceId":900,"displayName":"r","isHost":false,"publicKey":"K","userId":9},"#
+            + #"{"deviceId":11,"displayName":"h","isHost":true,"publicKey":"H","userId":1}],"type":"call_invitation"}"#
         let body = String(decoding: job.encoded(), as: UTF8.self)
         #expect(
-            body.contains(
-                #""display":"Recorder","invitation":"{"callId":42,"roster":[{"deviceId":900,"isHost":false,"#
-                    + #""userId":9},{"deviceId":11,"isHost":true,"userId":1}],"type":"call_invitation"}","#
-                    + #""janusUrl""#
-            ),
+            body == #"{"callId":42,"crypto":"ecall","display":"Recorder","invitation":"{\"callId\":42,"#
+                + #"\"roster\":[{\"deviceId\":900,\"displayName\":\"r\",\"isHost\":false,\"publicKey\":\"K\","#
+                + #"\"userId\":9},{\"deviceId\":11,\"displayName\":\"h\",\"isHost\":true,\"publicKey\":\"H\","#
+                + #"\"userId\":1}],\"type\":\"call_invitation\"}","janusUrl":"ws://127.0.0.1:8188/janus","#
+                + #""jobId":"job-1.a_b","keyEpoch":3,"output":"team/2026-11-24/call-42","recorderDeviceId":900,"#
+                + #""room":1234,"stop":{"after":60},"submittedAt":"2026-11-24T07:00:00.000Z","version":1,"#
+                + #""wrappedKey":"QUJD:REVG"}"#,
             "\(body)"
         )
         #expect(try RecordJob.decode(job.encoded()) == job)

@@ -268,7 +268,8 @@ struct RecorderServiceKeyRotationTests {
     /// it was recorded with audio and video written, and, given `undecryptable`, that count.
     func recordedEpochs(_ manifest: RecordingManifest, undecryptable: Int?) throws -> Set<UInt64> {
         #expect(manifest.status == "finished")
-        let participant = try #require(manifest.participants.first(where: \.recorded), "\(manifest.participants)")
+        let recorded = manifest.participants.filter(\.recorded)
+        let participant = try #require(recorded.first, "\(manifest.participants)")
         let tracks = participant.segments.flatMap(\.tracks)
         #expect(Set(tracks.map(\.kind)) == [.audio, .video], "\(tracks)")
         #expect(tracks.allSatisfy { $0.framesWritten > 0 && $0.error == nil }, "\(tracks)")
