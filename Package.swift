@@ -292,7 +292,7 @@ let package = Package(
         .testTarget(
             name: "RecorderJobsTests",
             dependencies: [
-                "RecorderJobs", "ConclaveE2EE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed",
+                "RecorderJobs", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed",
                 "ConclaveTestSupport",
             ]
         ),

@@ -6,9 +6,12 @@ import ECallSignaling
 import Foundation
 import JanusClient
 import Logging
+import RabbitMQTestBed
 import RecorderJobs
 import STOMPClient
 import Testing
+
+@testable import ConclaveRecorderService
 
 #if canImport(Glibc)
     import Glibc
@@ -265,6 +268,67 @@ struct RecorderServiceKeyRotationTests {
         service.signal(SIGTERM)
         #expect(await service.waitForExit(within: .seconds(20)) == 0, "\(service.errors)")
         await connection.close()
+    }
+
+    /// One channel as the fleet device per service: each job's view carries its call's messages
+    /// only, and sends through the shared channel.
+    @Test("the service's signaling channel hands each call's messages to that call's views only")
+    func signalingHubRoutesByCall() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let passcode = try broker.addRecorder(Fleet.deviceID)
+        let hub = CallSignalingHub(
+            deviceID: Fleet.deviceID,
+            broker: STOMPClientConfiguration(
+                url: broker.webSocketURL,
+                virtualHost: RabbitMQTestBed.virtualHost,
+                credentials: STOMPCredentials(
+                    login: RabbitMQTestBed.login(forDevice: Fleet.deviceID),
+                    passcode: passcode
+                )
+            ),
+            logger: logger
+        )
+        let first = try await hub.view(callID: 1, timeout: .seconds(20))
+        let second = try await hub.view(callID: 2, timeout: .seconds(20))
+        let alsoFirst = try await hub.view(callID: 1, timeout: .seconds(20))
+        let views = [first, second, alsoFirst].map { StreamCollector($0.messages) }
+        let sender = try STOMPSignalingChannel(
+            configuration: .init(url: broker.webSocketURL, deviceID: 11, passcode: try broker.addDevice(11)),
+            logger: logger
+        )
+        let connected = await firstWithin(.seconds(20)) { (try? await sender.connect()) != nil }
+        try #require(connected == true)
+        func message(call: UInt64, epoch: UInt64) -> String {
+            var message = SignalMessage(type: .keyRotation)
+            message.callId = call
+            message.epoch = epoch
+            return message.jsonBody()
+        }
+        for body in [message(call: 2, epoch: 1), "not json", message(call: 3, epoch: 1), message(call: 1, epoch: 1)]
+            + [message(call: 2, epoch: 2)]
+        {
+            try await sender.send(body, toDevice: Fleet.deviceID)
+        }
+        #expect(await views[1].matching(count: 2).count == 2)
+        #expect(await views[0].matching(count: 1).count == 1)
+        #expect(await views[2].matching(count: 1).count == 1)
+        #expect(views[0].items == [message(call: 1, epoch: 1)])
+        #expect(views[2].items == [message(call: 1, epoch: 1)])
+        #expect(views[1].items == [message(call: 2, epoch: 1), message(call: 2, epoch: 2)])
+
+        // A view sends through the shared channel.
+        let answers = StreamCollector(sender.messages)
+        try await second.send(message(call: 2, epoch: 9), toDevice: 11)
+        #expect(await answers.first(within: .seconds(20)) == message(call: 2, epoch: 9))
+
+        // A released view hears nothing more; the other view of its call still does.
+        first.release()
+        try await sender.send(message(call: 1, epoch: 2), toDevice: Fleet.deviceID)
+        #expect(await views[2].matching(count: 2).count == 2)
+        #expect(views[0].items.count == 1)
+        await hub.close()
+        await sender.close()
     }
 
     /// The key epochs the frames of `manifest`'s one participant were decrypted with; checks that
