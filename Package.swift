@@ -58,7 +58,7 @@ let package = Package(
         // STOMP 1.2 frames: encoding, a bounded decoder for WebSocket text messages.
         .target(name: "STOMPProtocol"),
         // Recorder jobs and events, their JSON and the broker destinations they travel on.
-        .target(name: "RecorderJobs"),
+        .target(name: "RecorderJobs", dependencies: ["ECallSignaling"]),
         .target(name: "ConclaveSDP", dependencies: ["ConclaveCore"]),
         .target(name: "ConclaveRTP", dependencies: ["ConclaveCore"]),
         .target(
@@ -172,7 +172,7 @@ let package = Package(
             name: "ConclaveRecorderService",
             dependencies: [
                 "ConclaveCall", "ConclaveE2EE", "ConclaveFiles", "ConclavePeerConnection", "ConclaveRecorder",
-                "JanusClient", "RecorderJobs", "STOMPClient", "STOMPProtocol",
+                "ECallSignaling", "JanusClient", "RecorderJobs", "STOMPClient", "STOMPProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -283,14 +283,18 @@ let package = Package(
             name: "RecorderServiceTests",
             dependencies: [
                 "ConclaveRecorderService", "ConclaveCall", "ConclaveCore", "ConclaveE2EE", "ConclaveMedia",
-                "ConclaveOpenSSL", "ConclaveOpus", "ConclaveRecorder", "ConclaveTestSupport", "JanusClient",
+                "ConclaveOpenSSL", "ConclaveOpus", "ConclaveRecorder", "ConclaveTestSupport", "ECallSignaling",
+                "JanusClient",
                 "JanusProtocol", "JanusTestBed", "RabbitMQTestBed", "RecorderJobs", "STOMPClient", "STOMPProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "RecorderJobsTests",
-            dependencies: ["RecorderJobs", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed", "ConclaveTestSupport"]
+            dependencies: [
+                "RecorderJobs", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed",
+                "ConclaveTestSupport",
+            ]
         ),
         .testTarget(
             name: "STOMPClientTests",

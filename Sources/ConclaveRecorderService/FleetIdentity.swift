@@ -27,12 +27,16 @@ public struct FleetIdentity: Sendable {
             )
         }
         do {
-            let identity = try DeviceIdentity(type: type, privateKeyBytes: privateKeyBytes)
-            return try KeyWrapping.unwrap(wrapped, with: identity)
+            return try KeyWrapping.unwrap(wrapped, with: try deviceIdentity())
         } catch {
             throw RecorderServiceError(
                 "wrappedKey: the call key does not open with this fleet's \(type) device key (wrapped for another device?): \(error)"
             )
         }
+    }
+
+    /// The device identity itself, made anew for each caller (it is not Sendable).
+    func deviceIdentity() throws(KeyMaterialError) -> DeviceIdentity {
+        try DeviceIdentity(type: type, privateKeyBytes: privateKeyBytes)
     }
 }

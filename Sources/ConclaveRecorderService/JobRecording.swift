@@ -17,13 +17,17 @@ public struct JobEnvironment: Sendable {
     public var recorderVersion: String
     /// How long joining may take before the job fails (an unreachable Janus, a lost room).
     public var joinTimeout: Duration
+    /// Accept unsigned key messages from the roster's host, as ECall devices send them (the
+    /// signaling's ECall-compatible mode).
+    public var ecallCompatible: Bool
 
     public init(
         storage: StorageRoot,
         identity: FleetIdentity,
         transport: MediaTransport.Configuration,
         recorderVersion: String,
-        joinTimeout: Duration = .seconds(15)
+        joinTimeout: Duration = .seconds(15),
+        ecallCompatible: Bool = false
     ) {
         self.storage = storage
         self.identity = identity
@@ -33,6 +37,7 @@ public struct JobEnvironment: Sendable {
         self.transport = transport
         self.recorderVersion = recorderVersion
         self.joinTimeout = joinTimeout
+        self.ecallCompatible = ecallCompatible
     }
 }
 
@@ -187,23 +192,47 @@ final class JobRecording: Sendable {
     func stop(_ reason: StopReason) { latch.fire(reason) }
 
     /// Checks the job, then records it. `redelivered`: the broker delivered this job before (the
-    /// previous attempt's folder is continued). `onStarted` hears the folder once the room is
-    /// joined and the recording runs.
+    /// previous attempt's folder is continued). `signaling`: the service's channel as the fleet
+    /// device, for a job with an invitation. `onStarted` hears the folder once the room is joined
+    /// and the recording runs.
     func run(
         in environment: JobEnvironment,
         redelivered: Bool,
+        signaling: CallSignalingHub?,
         onStarted: @Sendable (String, Int) async -> Void
     ) async -> JobOutcome {
         // Everything that needs no network first: a bad job writes nothing and joins nothing.
         let plan: AttemptPlan
         let key: CallKey?
         let format: FrameCryptoFormat?
+        var invitation: CheckedInvitation?
         do throws(RecorderServiceError) {
             let output = try environment.storage.resolve(job.output)
             plan = try AttemptPlan.plan(output: output, redelivered: redelivered)
             (key, format) = try openKey(environment.identity)
+            if let text = job.invitation, key != nil {
+                invitation = try CheckedInvitation.check(
+                    text,
+                    job: job,
+                    identity: environment.identity,
+                    ecallCompatible: environment.ecallCompatible
+                )
+            }
         } catch {
             return .failed(error.reason)
+        }
+        // The call's key messages, from before the room is joined: a rotation sent meanwhile is
+        // not missed.
+        var view: CallSignalingView?
+        if invitation != nil {
+            guard let signaling else {
+                return .failed("invitation: this service has no fleet device id to follow the call's keys as")
+            }
+            do {
+                view = try await signaling.view(callID: job.callID, timeout: environment.joinTimeout)
+            } catch {
+                return .failed(error.reason)
+            }
         }
         if case .after(let seconds) = job.stop {
             let latch = latch
@@ -218,6 +247,7 @@ final class JobRecording: Sendable {
         do {
             joined = try await join(timeout: environment.joinTimeout)
         } catch {
+            view?.release()
             return .failed("\(error)")
         }
         let (connection, listener) = joined
@@ -238,13 +268,39 @@ final class JobRecording: Sendable {
                 datagramDelay: environment.transport.receiveBatching?.maximumDelay ?? .zero
             )
         } catch {
+            view?.release()
             await listener.leave()
             await connection.close()
             return .failed("output: \(error)")
         }
         directory.withLock { $0 = plan.directory }
         var crypto: CallFrameCrypto?
-        if let key, let format {
+        var keys: JobCallKeys?
+        var observers: [any CallMediaObserver] = [recording, presence]
+        if let key, let format, let invitation, let view {
+            do {
+                let started = try await JobCallKeys.start(
+                    invitation: invitation,
+                    job: job,
+                    key: key,
+                    format: format,
+                    identity: environment.identity,
+                    ecallCompatible: environment.ecallCompatible,
+                    view: view,
+                    logger: logger,
+                    epochApplied: { recording.keyEpochApplied($0.epoch, validFrom: $0.validFrom) }
+                )
+                keys = started
+                crypto = started.crypto
+                observers.append(started.coordinator.participantObserver)
+            } catch {
+                view.release()
+                _ = await recording.finish()
+                await listener.leave()
+                await connection.close()
+                return .failed(error.reason)
+            }
+        } else if let key, let format {
             let callCrypto = CallFrameCrypto(callID: job.callID, format: format, logger: logger)
             callCrypto.keyRing.install(key, epoch: job.keyEpoch ?? 0)
             crypto = callCrypto
@@ -261,10 +317,11 @@ final class JobRecording: Sendable {
                 ),
                 initialPublishers: listener.joined.publishers,
                 roomEvents: listener.roomEvents,
-                observers: [recording, presence],
+                observers: observers,
                 logger: logger
             )
         } catch {
+            await keys?.stop()
             _ = await recording.finish()
             await listener.leave()
             await connection.close()
@@ -287,6 +344,7 @@ final class JobRecording: Sendable {
         logger.notice("stopping", metadata: ["reason": "\(reason)"])
         presence.stop()
         await subscription.close()
+        await keys?.stop()
         var manifest = await recording.finish()
         await listener.leave()
         await connection.close()

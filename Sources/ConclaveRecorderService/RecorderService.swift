@@ -25,7 +25,8 @@ import STOMPProtocol
 /// found", and the connection closes, requeueing every job it held). A job that reaches an idle
 /// slot just after its UNSUBSCRIBE cannot be ACKed or NACKed either; that slot's connection is
 /// replaced, which gives the job back to the queue, and nothing else is lost with it. Events go
-/// out on a connection of their own.
+/// out on a connection of their own. Jobs that follow their call's key rotations share one more:
+/// the fleet device's signaling channel (``CallSignalingHub``), opened for the first such job.
 ///
 /// An actor: messages, job completions, status ticks and the drain request all change the same
 /// small state (the slots and their calls, draining or not), one at a time.
@@ -90,6 +91,9 @@ public actor RecorderService {
     private let eventContinuation: AsyncStream<RecorderEvent>.Continuation
     /// Announces events; never subscribes.
     private let control: STOMPConnection
+    /// The fleet device's signaling channel, for the jobs with an invitation; nil without a
+    /// fleet device id.
+    private let signaling: CallSignalingHub?
     private let logger: Logger
     private var slots: [Slot] = []
     private var phase = Phase.serving
@@ -104,6 +108,9 @@ public actor RecorderService {
         logger[metadataKey: "service"] = "\(configuration.serviceID)"
         self.logger = logger
         control = try STOMPConnection(configuration: configuration.broker, logger: logger)
+        signaling = configuration.environment.identity.deviceID.map {
+            CallSignalingHub(deviceID: $0, broker: configuration.broker, logger: logger)
+        }
         (events, eventContinuation) = AsyncStream.makeStream(of: RecorderEvent.self)
     }
 
@@ -133,6 +140,7 @@ public actor RecorderService {
             for task in slot.tasks { task.cancel() }
             await slot.connection.close()
         }
+        await signaling?.close()
         await control.close()
         eventContinuation.finish()
     }
@@ -233,9 +241,14 @@ public actor RecorderService {
             metadata: ["job": "\(job.jobID)", "call": "\(job.callID)", "redelivered": "\(message.redelivered)"]
         )
         let environment = configuration.environment
+        let signaling = signaling
         let task = Task {
             await earlier?.value
-            let outcome = await recording.run(in: environment, redelivered: message.redelivered) {
+            let outcome = await recording.run(
+                in: environment,
+                redelivered: message.redelivered,
+                signaling: signaling
+            ) {
                 directory,
                 attempt in
                 await self.started(job, directory: directory, attempt: attempt)

@@ -8,7 +8,8 @@ import Foundation
 /// It follows ECall's host-based scheme (interop spec §2.6, §2.7, §3.5) and closes its gaps:
 /// - **Host**: the roster's host (the creator). When the host leaves, every device picks the same
 ///   successor without a message: the lowest user id, then device id, among the roster devices
-///   seen in the room and not gone (this device counts as present). A signed `handover_host` from
+///   seen in the room and not gone (this device counts as present, unless it may not hold the key
+///   role: ``Configuration/mayHoldKeyRole``). A signed `handover_host` from
 ///   the current host moves the role too.
 /// - **Rotation**: the host rotates every ``Configuration/rotationPeriod`` and whenever a
 ///   participant leaves (ECall does not), so a departed member cannot read what follows: a new
@@ -51,6 +52,12 @@ public struct CallKeyLifecycle {
         /// How long after signaling comes back a rotation owed from the outage is made: the other
         /// devices reconnect with their own backoff and must have subscribed again to receive it.
         public var resumeDelay: Double
+        /// Whether this device may become the key host. A recorder never publishes, so the others
+        /// never see it in the room and never count it in the host succession; were it to count
+        /// itself (as a participant does), it could name itself host while the others follow
+        /// someone else, and would then ignore their rotations. False keeps it out of the
+        /// succession, refuses a handover to it and never lets it rotate.
+        public var mayHoldKeyRole: Bool
 
         public init(
             callId: UInt64,
@@ -61,7 +68,8 @@ public struct CallKeyLifecycle {
             ecallCompatible: Bool = false,
             signatureWindow: Double = SignalMessage.defaultSignatureWindow,
             maximumLead: Double = 60,
-            resumeDelay: Double = 2
+            resumeDelay: Double = 2,
+            mayHoldKeyRole: Bool = true
         ) {
             self.callId = callId
             self.me = me
@@ -72,6 +80,7 @@ public struct CallKeyLifecycle {
             self.signatureWindow = signatureWindow
             self.maximumLead = maximumLead
             self.resumeDelay = resumeDelay
+            self.mayHoldKeyRole = mayHoldKeyRole
         }
     }
 
@@ -159,7 +168,7 @@ public struct CallKeyLifecycle {
         self.roster = roster
         self.makeKey = makeKey
         rosterHost = roster.first(where: \.isHost)?.device
-        host = rosterHost
+        host = configuration.mayHoldKeyRole || rosterHost != configuration.me ? rosterHost : nil
         current = key.map { ($0, epoch) }
     }
 
@@ -211,7 +220,13 @@ public struct CallKeyLifecycle {
         var actions: [Action] = []
         if host?.userId == userId {
             let successor = successor()
-            actions.append(.log(.notice, "key host \(host.map(\.description) ?? "-") left; \(successor) takes over"))
+            actions.append(
+                .log(
+                    .notice,
+                    "key host \(host.map(\.description) ?? "-") left; "
+                        + (successor.map { "\($0) takes over" } ?? "no roster device left to take over")
+                )
+            )
             actions += setHost(successor, now: now)
         }
         if isHost && configuration.rotateOnLeave {
@@ -229,7 +244,12 @@ public struct CallKeyLifecycle {
         let present = roster.filter {
             seen.contains($0.userId) && !gone.contains($0.userId) && $0.userId != host.userId
         }
-        return ((present.map(\.device) + [configuration.me]).min()) == sender
+        return ((present.map(\.device) + candidatesBesidesTheRoom).min()) == sender
+    }
+
+    /// This device, when it may hold the key role: it counts itself present in the succession.
+    private var candidatesBesidesTheRoom: [DeviceAddress] {
+        configuration.mayHoldKeyRole ? [configuration.me] : []
     }
 
     private mutating func expireDeferred(now: Date) -> [Action] {
@@ -242,13 +262,14 @@ public struct CallKeyLifecycle {
         return actions
     }
 
-    /// The lowest (user id, device id) among the roster devices in the room, this one included.
-    private func successor() -> DeviceAddress {
+    /// The lowest (user id, device id) among the roster devices in the room, this one included
+    /// when it may hold the key role; nil when there is none.
+    private func successor() -> DeviceAddress? {
         let present = roster.filter { seen.contains($0.userId) && !gone.contains($0.userId) }.map(\.device)
-        return (present + [configuration.me]).min() ?? configuration.me
+        return (present + candidatesBesidesTheRoom).min()
     }
 
-    private mutating func setHost(_ newHost: DeviceAddress, now: Date) -> [Action] {
+    private mutating func setHost(_ newHost: DeviceAddress?, now: Date) -> [Action] {
         let wasHost = isHost
         host = newHost
         if isHost && !wasHost {
@@ -591,6 +612,9 @@ public struct CallKeyLifecycle {
             return rejected(message, "the new host \(userId) is not in the call's roster")
         }
         if let reason = rejection(of: message, now: now, entitled: { $0 == host }) { return rejected(message, reason) }
+        if entry.device == configuration.me && !configuration.mayHoldKeyRole {
+            return rejected(message, "this device may not hold the key role")
+        }
         return unsignedWarning(message) + [.log(.notice, "key host handed over to \(entry.device)")]
             + setHost(entry.device, now: now)
     }

@@ -1,3 +1,4 @@
+import ECallSignaling
 import Foundation
 
 /// One call to record, as submitted to the job queue (the JSON body of a STOMP MESSAGE).
@@ -25,6 +26,11 @@ public struct RecordJob: Codable, Sendable, Hashable {
     public var keyEpoch: UInt64?
     /// The device id the key is wrapped for (the fleet's recorder device); nil only with crypto `none`.
     public var recorderDeviceID: UInt64?
+    /// The host's signed `call_invitation` to the fleet device (``SignalMessage`` JSON, roster
+    /// included), as the fleet device received it. With it the service follows the call's key
+    /// rotations as an invited device: the roster says whose key messages it may accept, which the
+    /// job's one key cannot. Optional: without it the job records under ``wrappedKey`` alone.
+    public var invitation: String?
     /// Where to write, relative to the service's storage root (see ``RecordJobPath``).
     public var output: String
     public var stop: StopCondition
@@ -43,6 +49,7 @@ public struct RecordJob: Codable, Sendable, Hashable {
         wrappedKey: String? = nil,
         keyEpoch: UInt64? = nil,
         recorderDeviceID: UInt64? = nil,
+        invitation: String? = nil,
         output: String,
         stop: StopCondition,
         display: String? = nil,
@@ -57,6 +64,7 @@ public struct RecordJob: Codable, Sendable, Hashable {
         self.wrappedKey = wrappedKey
         self.keyEpoch = keyEpoch
         self.recorderDeviceID = recorderDeviceID
+        self.invitation = invitation
         self.output = output
         self.stop = stop
         self.display = display
@@ -74,6 +82,7 @@ public struct RecordJob: Codable, Sendable, Hashable {
         case wrappedKey
         case keyEpoch
         case recorderDeviceID = "recorderDeviceId"
+        case invitation
         case output
         case stop
         case display
@@ -100,6 +109,7 @@ public struct RecordJob: Codable, Sendable, Hashable {
         wrappedKey = try optional(String.self, .wrappedKey)
         keyEpoch = try optional(UInt64.self, .keyEpoch)
         recorderDeviceID = try optional(UInt64.self, .recorderDeviceID)
+        invitation = try optional(String.self, .invitation)
         output = try required(String.self, .output)
         stop = try required(StopCondition.self, .stop)
         display = try optional(String.self, .display)
@@ -118,6 +128,7 @@ public struct RecordJob: Codable, Sendable, Hashable {
         try container.encodeIfPresent(wrappedKey, forKey: .wrappedKey)
         try container.encodeIfPresent(keyEpoch, forKey: .keyEpoch)
         try container.encodeIfPresent(recorderDeviceID, forKey: .recorderDeviceID)
+        try container.encodeIfPresent(invitation, forKey: .invitation)
         try container.encode(output, forKey: .output)
         try container.encode(stop, forKey: .stop)
         try container.encodeIfPresent(display, forKey: .display)
@@ -190,9 +201,13 @@ public struct RecordJobError: Error, Sendable, Hashable, CustomStringConvertible
 }
 
 extension RecordJob {
-    /// The largest job body a service reads: a wrapped RSA-4096 key is under 700 bytes, so 16 KiB
-    /// leaves room for everything while bounding what a bad publisher can make a service parse.
-    public static let maximumBodySize = 16 * 1024
+    /// The largest job body a service reads: the invitation at its largest and 16 KiB for the rest
+    /// (a wrapped RSA-4096 key is under 700 bytes), bounding what a bad publisher can make a
+    /// service parse.
+    public static let maximumBodySize = maximumInvitationLength + 16 * 1024
+    /// The longest invitation: its roster lists a public key per invited device (about 800 bytes
+    /// for RSA-4096, 100 for P-256), so 48 KiB holds a roster of 50 RSA-4096 devices.
+    public static let maximumInvitationLength = 48 * 1024
     /// The longest wrapped key (base64 of RSA-OAEP up to 16384-bit keys, or ECall's P-256 box).
     public static let maximumWrappedKeyLength = 4096
     public static let maximumURLLength = 2048
@@ -227,6 +242,9 @@ extension RecordJob {
             guard wrappedKey == nil, keyEpoch == nil, recorderDeviceID == nil else {
                 throw RecordJobError("wrappedKey: a job with crypto \"none\" carries no key, epoch or recorder device")
             }
+            guard invitation == nil else {
+                throw RecordJobError("invitation: a job with crypto \"none\" has no keys to follow")
+            }
         case .ecall, .sframe:
             guard let wrappedKey else {
                 throw RecordJobError("wrappedKey: missing (crypto \"\(crypto.rawValue)\" needs the wrapped call key)")
@@ -239,6 +257,7 @@ extension RecordJob {
                 throw RecordJobError("recorderDeviceId: missing (the device the key is wrapped for)")
             }
             guard recorderDeviceID > 0 else { throw RecordJobError("recorderDeviceId: must not be 0") }
+            if let invitation { try checkInvitation(invitation, recorderDeviceID: recorderDeviceID) }
         }
         do {
             _ = try RecordJobPath(output)
@@ -253,6 +272,42 @@ extension RecordJob {
             try Self.checkText(display, field: "display", limit: Self.maximumDisplayLength, allowEmpty: false)
         }
         try Self.checkTimestamp(submittedAt, field: "submittedAt")
+    }
+
+    /// The invitation's shape: a `call_invitation` for this call whose roster has the fleet device
+    /// (and, when it names a callee, addressed to it) and whose crypto is the job's. Its signature
+    /// is the service's to check: it needs the roster's keys and says which one failed.
+    func checkInvitation(_ text: String, recorderDeviceID: UInt64) throws(RecordJobError) {
+        let count = text.utf8.count
+        guard (1...Self.maximumInvitationLength).contains(count) else {
+            throw RecordJobError("invitation: \(count) bytes, expected 1 to \(Self.maximumInvitationLength)")
+        }
+        let message: SignalMessage
+        do {
+            message = try SignalMessage(json: text)
+        } catch {
+            throw RecordJobError("invitation: not a signaling message: \(error)")
+        }
+        guard message.type == .callInvitation else {
+            throw RecordJobError("invitation: a \(Self.quoted(message.type.rawValue)) message, not a call_invitation")
+        }
+        guard message.callId == callID else {
+            throw RecordJobError(
+                "invitation: for call \(message.callId.map(String.init) ?? "-"), not the job's call \(callID)"
+            )
+        }
+        if let callee = message.calleeDeviceId, callee != recorderDeviceID {
+            throw RecordJobError(
+                "invitation: addressed to device \(callee), not the recorder device \(recorderDeviceID)"
+            )
+        }
+        guard let roster = message.roster, roster.contains(where: { $0.deviceId == recorderDeviceID }) else {
+            throw RecordJobError("invitation: its roster does not list the recorder device \(recorderDeviceID)")
+        }
+        guard roster.contains(where: \.isHost) else { throw RecordJobError("invitation: its roster names no host") }
+        if let format = message.crypto, format.rawValue != crypto.rawValue {
+            throw RecordJobError("invitation: crypto \(format.rawValue), the job's is \(crypto.rawValue)")
+        }
     }
 
     static func checkIdentifier(_ value: String, field: String) throws(RecordJobError) {

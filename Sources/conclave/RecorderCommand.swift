@@ -31,6 +31,8 @@ struct RecorderCommand: AsyncParsableCommand {
                 The call key (the one stored for --call-id, or --key-file) is wrapped for the fleet's \
                 device key, given as --recorder-public-key or --recorder-key FILE (what 'conclave keys \
                 show' prints on a recorder machine); the key itself never leaves this process. \
+                With --invitation FILE (the host's signed call_invitation to the fleet device, roster \
+                included) the services follow the call's key rotations as that device. \
                 The job is sent persistent and the command returns once the broker has stored it.
                 """
         )
@@ -99,6 +101,14 @@ struct RecorderCommand: AsyncParsableCommand {
         @Option(name: .customLong("key-epoch"), help: "The epoch of the --key-file key (default 0).")
         var keyEpoch: UInt64?
 
+        @Option(
+            help: ArgumentHelp(
+                "A file holding the host's signed call_invitation to the fleet device (JSON, with the roster): the services follow the call's key rotations.",
+                valueName: "file"
+            )
+        )
+        var invitation: String?
+
         @Option(help: "The name the recorder joins the room with.")
         var display: String?
 
@@ -120,6 +130,12 @@ struct RecorderCommand: AsyncParsableCommand {
             if keyEpoch != nil, keyFile == nil { throw ValidationError("--key-epoch goes with --key-file") }
             if signaling.passcodeFile == "-", keyFile == "-" {
                 throw ValidationError("--passcode-file - and --key-file -: only one can read standard input")
+            }
+            if invitation == "-", keyFile == "-" || signaling.passcodeFile == "-" {
+                throw ValidationError("--invitation -: only one of the files can be standard input")
+            }
+            if invitation != nil, crypto == RecordJobCrypto.none {
+                throw ValidationError("--invitation: a call with --crypto none has no keys to follow")
             }
             guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout: expected 0 to 600 seconds") }
         }
@@ -147,6 +163,11 @@ struct RecorderCommand: AsyncParsableCommand {
                 job.wrappedKey = wrapped
                 job.keyEpoch = epoch
                 job.recorderDeviceID = try recorderDevice ?? { throw ValidationError("pass --recorder-device ID") }()
+                if let invitation {
+                    // A file, never argv: it carries a wrapped key, and its text is the job's.
+                    job.invitation = try SecretInput.read(invitation, flag: "--invitation")
+                        .trimmingCharacters(in: .whitespacesAndNewlines)
+                }
             }
             // The checks every service makes: a job this command would send is one they take.
             do {

@@ -17,7 +17,9 @@ extension RecorderCommand {
                 job only once its recording is finished and verified; announces recording_started, \
                 recording_finished, recording_failed and service_status on recorder.events. Every \
                 service of a fleet uses the fleet's one recorder device key (the same key file on \
-                each machine) and broker login. SIGTERM drains: no new jobs, the current ones record \
+                each machine) and broker login. A job with an invitation is followed through the call's key \
+                rotations over the broker as that device (which never takes the call's key role). \
+                SIGTERM drains: no new jobs, the current ones record \
                 to their end (with --handover, or on a second SIGTERM, they stop and go back to the \
                 queue for another service to continue); then the service exits 0.
                 """
@@ -92,7 +94,8 @@ extension RecorderCommand {
                             identity: setup.device.identity
                         ),
                         transport: try ice.transport(settings),
-                        recorderVersion: conclaveVersion
+                        recorderVersion: conclaveVersion,
+                        ecallCompatible: setup.ecallCompatible
                     ),
                     broker: STOMPClientConfiguration(
                         url: setup.url,

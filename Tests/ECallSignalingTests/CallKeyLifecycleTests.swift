@@ -16,8 +16,18 @@ struct Network {
     var now = Date(timeIntervalSince1970: 1_763_942_400)
     let key = CallKey.random()
 
-    /// Users 1, 2, 3 (… `count`) with devices 11, 21, 31; user 1 is host.
-    init(count: Int = 3, ecallCompatible: Bool = false, keyless: Set<UInt64> = []) throws {
+    /// The recorder's address when there is one: user 0 sorts before every participant, so it
+    /// would be the first in the host succession if it counted itself.
+    static let recorder = DeviceAddress(userId: 0, deviceId: 901)
+
+    /// Users 1, 2, 3 (… `count`) with devices 11, 21, 31; user 1 is host. `recorder`: the roster
+    /// also has ``recorder``, which never publishes, with `mayHoldKeyRole` as given.
+    init(
+        count: Int = 3,
+        ecallCompatible: Bool = false,
+        keyless: Set<UInt64> = [],
+        recorder recorderMayHoldKeyRole: Bool? = nil
+    ) throws {
         for index in 1...UInt64(count) {
             let identity = try DeviceIdentity.generate(.p256)
             identities[index * 10 + 1] = identity
@@ -31,12 +41,25 @@ struct Network {
                 )
             )
         }
+        if recorderMayHoldKeyRole != nil {
+            let identity = try DeviceIdentity.generate(.p256)
+            identities[Self.recorder.deviceId] = identity
+            roster.append(
+                RosterEntry(
+                    userId: Self.recorder.userId,
+                    deviceId: Self.recorder.deviceId,
+                    displayName: "recorder",
+                    publicKey: identity.publicKeyString
+                )
+            )
+        }
         for entry in roster {
             let configuration = CallKeyLifecycle.Configuration(
                 callId: 7,
                 me: entry.device,
                 rotationPeriod: 20,
-                ecallCompatible: ecallCompatible
+                ecallCompatible: ecallCompatible,
+                mayHoldKeyRole: entry.device == Self.recorder ? recorderMayHoldKeyRole ?? true : true
             )
             var lifecycle = CallKeyLifecycle(
                 configuration: configuration,
@@ -47,8 +70,11 @@ struct Network {
             actions[entry.deviceId] = lifecycle.start(now: now)
             devices[entry.deviceId] = lifecycle
         }
+        // The recorder subscribes and never publishes: nobody sees it in the room.
         for device in devices.keys {
-            for user in roster.map(\.userId) { feed(device, .participantJoined(userId: user)) }
+            for user in roster.map(\.userId) where user != Self.recorder.userId {
+                feed(device, .participantJoined(userId: user))
+            }
         }
     }
 
@@ -222,6 +248,70 @@ struct Network {
         #expect(net.warnings(31).last?.contains("did not leave") == true)
         net.feed(31, .participantLeft(userId: 1))
         #expect(net.lastKey(31) == nil, "an expired rotation is gone for good")
+    }
+
+    /// The succession the participants compute leaves the recorder out (they never see it
+    /// publish); a recorder that counted itself would name itself host and refuse their keys.
+    @Test func aRecorderStaysOutOfTheHostSuccessionAndFollowsTheParticipantsChoice() throws {
+        var careless = try Network(recorder: true)
+        #expect(
+            careless.feed(Network.recorder.deviceId, .participantLeft(userId: 1)).contains(.becameHost),
+            "counted as present, the recorder would take the role"
+        )
+
+        var net = try Network(recorder: false)
+        let recorder = Network.recorder.deviceId
+        let left = net.feed(recorder, .participantLeft(userId: 1))
+        #expect(!left.contains(.becameHost))
+        #expect(net.devices[recorder]?.isHost == false)
+        #expect(net.devices[recorder]?.host == DeviceAddress(userId: 2, deviceId: 21))
+        // The participants' successor rotates; the recorder takes that key.
+        net.advance(by: 1)
+        #expect(net.feed(21, .participantLeft(userId: 1)).contains(.becameHost))
+        #expect(Set(net.sends(21, .keyRotation).map(\.1)) == [31, recorder])
+        #expect(net.lastKey(recorder)?.1 == 1)
+        #expect(net.lastKey(recorder)?.0 == net.lastKey(21)?.0)
+        #expect(net.warnings(recorder).isEmpty, "\(net.warnings(recorder))")
+        // It never rotates, and asks the new host when a frame fails.
+        net.advance(by: 60)
+        #expect(net.devices[recorder]?.nextDeadline == nil)
+        #expect(net.feed(recorder, .tick).isEmpty)
+        let event = KeyNeededEvent(callID: 7, senderID: 2, codec: .vp8, reason: .authenticationFailed)
+        net.feed(recorder, .keyNeeded(event))
+        #expect(net.sends(recorder, .requestAESKey).map(\.1) == [21])
+    }
+
+    @Test func aRecorderRefusesTheKeyRoleByHandoverOrRoster() throws {
+        var net = try Network(recorder: false)
+        let recorder = Network.recorder.deviceId
+        var handover = SignalMessage(type: .handoverHost)
+        handover.callId = 7
+        handover.participantId = Network.recorder.userId
+        handover.participantDeviceId = recorder
+        handover.senderId = 1
+        handover.senderDeviceId = 11
+        let signed = try handover.signed(by: net.identities[11]!, at: net.now)
+        #expect(!net.feed(recorder, .message(signed)).contains(.becameHost))
+        #expect(net.devices[recorder]?.host == DeviceAddress(userId: 1, deviceId: 11))
+        #expect(net.warnings(recorder).last?.contains("may not hold the key role") == true)
+        // A roster naming it host leaves it without a host rather than holding the role.
+        let identity = try DeviceIdentity.generate(.p256)
+        var named = CallKeyLifecycle(
+            configuration: .init(callId: 7, me: Network.recorder, mayHoldKeyRole: false),
+            identity: identity,
+            roster: [
+                RosterEntry(
+                    userId: Network.recorder.userId,
+                    deviceId: recorder,
+                    displayName: "recorder",
+                    publicKey: identity.publicKeyString,
+                    isHost: true
+                )
+            ],
+            key: .random()
+        )
+        #expect(named.start(now: net.now).isEmpty)
+        #expect(!named.isHost && named.host == nil && named.nextDeadline == nil)
     }
 
     @Test func aSignedHandoverFromTheHostMovesTheRole() throws {

@@ -1,4 +1,5 @@
 import ConclaveTestSupport
+import ECallSignaling
 import Foundation
 import RecorderJobs
 import Testing
@@ -175,7 +176,7 @@ struct RecordJobTests {
         #expect(refusal(Array("[1,2]".utf8)) == "job: expected an object")
         #expect(refusal(Array("null".utf8)) != nil)
         let large = [UInt8](repeating: UInt8(ascii: " "), count: RecordJob.maximumBodySize + 1)
-        #expect(refusal(large) == "job: 16385 bytes, more than the 16384 a job may have")
+        #expect(refusal(large) == "job: 65537 bytes, more than the 65536 a job may have")
     }
 
     @Test func pathsResolveUnderTheRoot() throws {
@@ -188,6 +189,135 @@ struct RecordJobTests {
         // Names that merely start with dots are ordinary names.
         #expect(try RecordJobPath("...").components == ["..."])
         #expect(try RecordJobPath(".hidden/..x").components == [".hidden", "..x"])
+    }
+}
+
+/// The sample job's call invitation to the recorder device 900 as its JSON object: its shape is
+/// checked when a job is decoded (the signature by the service, which has the fleet's key).
+func sampleInvitationObject() -> [String: Any] {
+    [
+        "type": "call_invitation", "callId": 42, "roomId": 1234, "callerId": 1, "callerDeviceId": 11,
+        "calleeId": 9, "calleeDeviceId": 900, "crypto": "ecall", "encryptedAESKey": "QUJD:REVG",
+        "roster": [
+            ["userId": 1, "deviceId": 11, "displayName": "host", "publicKey": "HOSTKEY", "isHost": true],
+            ["userId": 9, "deviceId": 900, "displayName": "recorder", "publicKey": "FLEETKEY", "isHost": false],
+        ],
+    ]
+}
+
+func text(_ object: [String: Any]) throws -> String {
+    String(decoding: try JSONSerialization.data(withJSONObject: object, options: .sortedKeys), as: UTF8.self)
+}
+
+func sampleJobWithInvitation() throws -> RecordJob {
+    var job = sampleJob()
+    job.invitation = try text(sampleInvitationObject())
+    return job
+}
+
+@Suite("Record jobs with an invitation")
+struct RecordJobInvitationTests {
+    @Test func roundTripsAndReadsAsTheInvitationItCarries() throws {
+        let job = try sampleJobWithInvitation()
+        let decoded = try RecordJob.decode(job.encoded())
+        #expect(decoded == job)
+        let message = try SignalMessage(json: try #require(decoded.invitation))
+        #expect(message.type == .callInvitation && message.callId == 42)
+        #expect(message.roster?.map(\.deviceId) == [11, 900])
+    }
+
+    /// The wire format: the invitation is a JSON string field holding the message's text.
+    @Test func encodesTheDocumentedVector() throws {
+        var job = sampleJob()
+        job.invitation =
+            #"{"callId":42,"roster":[{"deviceId":900,"displayName":"r","isHost":false,"publicKey":"K","userId":9},"#
+            + #"{"deviceId":11,"displayName":"h","isHost":true,"publicKey":"H","userId":1}],"type":"call_invitation"}"#
+        let body = String(decoding: job.encoded(), as: UTF8.self)
+        #expect(
+            body == #"{"callId":42,"crypto":"ecall","display":"Recorder","invitation":"{\"callId\":42,"#
+                + #"\"roster\":[{\"deviceId\":900,\"displayName\":\"r\",\"isHost\":false,\"publicKey\":\"K\","#
+                + #"\"userId\":9},{\"deviceId\":11,\"displayName\":\"h\",\"isHost\":true,\"publicKey\":\"H\","#
+                + #"\"userId\":1}],\"type\":\"call_invitation\"}","janusUrl":"ws://127.0.0.1:8188/janus","#
+                + #""jobId":"job-1.a_b","keyEpoch":3,"output":"team/2026-11-24/call-42","recorderDeviceId":900,"#
+                + #""room":1234,"stop":{"after":60},"submittedAt":"2026-11-24T07:00:00.000Z","version":1,"#
+                + #""wrappedKey":"QUJD:REVG"}"#,
+            "\(body)"
+        )
+        #expect(try RecordJob.decode(job.encoded()) == job)
+    }
+
+    /// Each broken invitation is refused with one line that names the field and the fault.
+    @Test(arguments: [
+        ("type", #""key_rotation""#, "invitation: a \"key_rotation\" message, not a call_invitation"),
+        ("callId", "43", "invitation: for call 43, not the job's call 42"),
+        ("callId", "null", "invitation: for call -, not the job's call 42"),
+        ("calleeDeviceId", "901", "invitation: addressed to device 901, not the recorder device 900"),
+        (
+            "roster", #"[{"userId":1,"deviceId":11,"displayName":"h","publicKey":"k","isHost":true}]"#,
+            "invitation: its roster does not list the recorder device 900"
+        ),
+        ("roster", "null", "invitation: its roster does not list the recorder device 900"),
+        (
+            "roster", #"[{"userId":9,"deviceId":900,"displayName":"r","publicKey":"k","isHost":false}]"#,
+            "invitation: its roster names no host"
+        ),
+        ("roster", #""everyone""#, "invitation: not a signaling message"),
+        ("crypto", #""sframe""#, "invitation: crypto sframe, the job's is ecall"),
+        ("callId", #""forty-two""#, "invitation: not a signaling message"),
+    ])
+    func refusesABrokenInvitation(field: String, json: String, expected: String) throws {
+        var invitation = sampleInvitationObject()
+        invitation[field] = try JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed)
+        var object = try sampleObject()
+        object["invitation"] = try text(invitation)
+        let reason = try #require(refusal(try bytes(object)), "accepted \(field) = \(json)")
+        #expect(reason.hasPrefix(expected), "\(reason)")
+        #expect(!reason.contains("\n"))
+    }
+
+    @Test func refusesAnInvitationThatIsNoMessageOrTooLongOrUnneeded() throws {
+        var object = try sampleObject()
+        for (value, expected) in [
+            ("", "invitation: 0 bytes, expected 1 to 49152"),
+            ("not json", "invitation: not a signaling message"),
+            ("[1]", "invitation: not a signaling message"),
+            (String(repeating: " ", count: RecordJob.maximumInvitationLength + 1), "invitation: 49153 bytes"),
+        ] {
+            object["invitation"] = value
+            let reason = try #require(refusal(try bytes(object)), "accepted \(value.prefix(20))")
+            #expect(reason.hasPrefix(expected), "\(reason)")
+            #expect(!reason.contains("\n"))
+        }
+        object["invitation"] = 7
+        #expect(refusal(try bytes(object)) == "invitation: expected a string")
+        // A call without end-to-end encryption has no keys to follow.
+        object = try sampleObject()
+        object["crypto"] = "none"
+        object["wrappedKey"] = nil
+        object["keyEpoch"] = nil
+        object["recorderDeviceId"] = nil
+        object["invitation"] = try text(sampleInvitationObject())
+        #expect(refusal(try bytes(object))?.hasPrefix("invitation: a job with crypto \"none\" has no keys") == true)
+    }
+
+    /// The largest roster that fits is accepted: the bounds are not tighter than they say.
+    @Test func acceptsAnInvitationUpToItsBound() throws {
+        var invitation = sampleInvitationObject()
+        var roster = try #require(invitation["roster"] as? [[String: Any]])
+        let filler = String(repeating: "A", count: 700)
+        for index in 0..<40 {
+            roster.append(
+                [
+                    "userId": 100 + index, "deviceId": 1000 + index, "displayName": "p", "publicKey": filler,
+                    "isHost": false,
+                ]
+            )
+        }
+        invitation["roster"] = roster
+        var job = sampleJob()
+        job.invitation = try text(invitation)
+        #expect(try #require(job.invitation).utf8.count > 16 * 1024)
+        #expect(try RecordJob.decode(job.encoded()) == job)
     }
 }
 
@@ -217,6 +347,27 @@ struct RecordJobFuzzTests {
                 // Whatever is accepted re-encodes to a job that is accepted and equal.
                 #expect(try RecordJob.decode(job.encoded()) == job)
                 _ = try RecordJobPath(job.output)
+            } catch {
+                #expect(!error.reason.isEmpty)
+                #expect(!error.reason.contains("\n"), "\(error.reason)")
+            }
+        }
+        #expect(accepted > 0)
+    }
+
+    /// Mutated invitations inside an otherwise valid job: a job or one line, never a trap.
+    @Test func mutatedInvitationsDecodeOrFailWithOneLine() throws {
+        var generator = SeededGenerator(seed: 0x1_417E)
+        let job = try sampleJobWithInvitation()
+        let seed = Array(try #require(job.invitation).utf8)
+        var accepted = 0
+        for _ in 0..<3000 {
+            var mutated = job
+            mutated.invitation = String(decoding: generator.mutate(seed), as: UTF8.self)
+            do {
+                let decoded = try RecordJob.decode(mutated.encoded())
+                accepted += 1
+                #expect(try RecordJob.decode(decoded.encoded()) == decoded)
             } catch {
                 #expect(!error.reason.isEmpty)
                 #expect(!error.reason.contains("\n"), "\(error.reason)")

@@ -124,6 +124,54 @@ struct RecorderCommandTests {
         await recorder.connection.close()
     }
 
+    /// `--invitation FILE`: the file's text becomes the job's invitation (never argv), checked as
+    /// the services check it before anything is sent.
+    @Test func submitCarriesTheInvitationFromItsFile() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-recorder-invitation")
+        let submitter = try await makeDevice("sub", id: 10, passcode: try broker.addSubmitter(10), in: directory)
+        let recorderPasscode = try broker.addRecorder(900)
+        let fleet = try await makeDevice("fleet", id: 900, passcode: recorderPasscode, in: directory)
+        let keyFile = directory.appendingPathComponent("call.key")
+        try Data(String(repeating: "7e", count: 32).utf8).write(to: keyFile)
+        var invitation = sampleInvitationObject()
+        invitation["callId"] = 4343
+        let invitationFile = directory.appendingPathComponent("invitation.json")
+        try Data((try text(invitation) + "\n").utf8).write(to: invitationFile)
+        let arguments = [
+            "recorder", "submit", "--call-id", "4343", "--room", "77", "--janus", "ws://198.18.0.1:8188",
+            "--out", "team/call-4343", "--duration", "90", "--recorder-device", "900", "--recorder-public-key",
+            fleet.publicKey, "--key-file", keyFile.path, "--job-id", "job-inv-1", "--data-dir",
+            submitter.dataDirectory, "--broker", broker.webSocketURL, "--passcode-file", submitter.passcodeFile,
+        ]
+        let submitted = try await conclave(arguments + ["--invitation", invitationFile.path])
+        #expect(submitted.succeeded, "\(submitted.errorOutput)")
+        // An invitation for another call is refused before anything is sent, naming the field.
+        invitation["callId"] = 1
+        let otherFile = directory.appendingPathComponent("other.json")
+        try Data(try text(invitation).utf8).write(to: otherFile)
+        let refused = try await conclave(
+            arguments.map { $0 == "job-inv-1" ? "job-inv-2" : $0 } + ["--invitation", otherFile.path]
+        )
+        #expect(!refused.succeeded)
+        #expect(
+            refused.errorOutput.contains("invitation: for call 1, not the job's call 4343"),
+            "\(refused.errorOutput)"
+        )
+
+        let recorder = try BrokerClient(broker, device: 900, passcode: recorderPasscode)
+        try await recorder.connect()
+        recorder.consumeJobs()
+        let message = try #require(await recorder.messages.first(), "the job never arrived")
+        let job = try RecordJob.decode(message.body)
+        #expect(job.jobID == "job-inv-1")
+        #expect(job.invitation == (try text(invitation.merging(["callId": 4343]) { $1 })))
+        try await recorder.ack(message)
+        #expect(await waitFor(.seconds(20)) { (try? broker.readyMessages(in: RecorderTopology.jobQueueName)) == 0 })
+        await recorder.connection.close()
+    }
+
     @Test func statusShowsEveryServiceAndRecentFailures() async throws {
         let broker = try RabbitMQTestBed()
         defer { broker.stop() }
