@@ -59,23 +59,30 @@ final class EventLog: Sendable {
             state.nextID += 1
             return state.nextID
         }
-        let timeout = Task {
-            try? await Task.sleep(for: limit)
-            let waiter = state.withLock { state -> CheckedContinuation<RecorderEvent?, Never>? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).continuation
-            }
-            waiter?.resume(returning: nil)
-        }
-        defer { timeout.cancel() }
-        return await withCheckedContinuation { continuation in
+        // Armed only once the waiter is registered: armed before, a deadline that passed at once
+        // (`within: .zero`) found no waiter yet and left it waiting forever.
+        var timeout: Task<Void, Never>?
+        let found = await withCheckedContinuation { continuation in
             let found = state.withLock { state -> RecorderEvent? in
                 if let event = state.events.first(where: predicate) { return event }
                 state.waiters.append((id, predicate, continuation))
                 return nil
             }
-            if let found { continuation.resume(returning: found) }
+            if let found {
+                continuation.resume(returning: found)
+                return
+            }
+            timeout = Task {
+                try? await Task.sleep(for: limit)
+                let waiter = state.withLock { state -> CheckedContinuation<RecorderEvent?, Never>? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                    return state.waiters.remove(at: index).continuation
+                }
+                waiter?.resume(returning: nil)
+            }
         }
+        timeout?.cancel()
+        return found
     }
 
     func started(_ jobID: String, attempt: Int = 1, within limit: Duration = .seconds(30)) async -> RecordingStarted? {
