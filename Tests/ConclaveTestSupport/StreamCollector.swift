@@ -74,23 +74,31 @@ public final class StreamCollector<Element: Sendable>: Sendable {
             state.nextID += 1
             return state.nextID
         }
-        let timeout = Task {
-            try? await Task.sleep(for: limit)
-            let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).continuation
-            }
-            waiter?.resume(returning: nil)
-        }
-        defer { timeout.cancel() }
-        return await withCheckedContinuation { continuation in
+        // The deadline is armed only once the waiter is registered. Armed before, a deadline that
+        // passed at once (a short `limit`, a loaded machine) could look for the waiter before it
+        // was there, find nothing, and leave it waiting forever with no timer left to end it.
+        var timeout: Task<Void, Never>?
+        let found = await withCheckedContinuation { continuation in
             let found = state.withLock { state -> Element?? in
                 if let item = state.items.dropFirst(skip).first(where: predicate) { return .some(item) }
                 if state.finished { return .some(nil) }
                 state.waiters.append((id, predicate, continuation))
                 return nil
             }
-            if let found { continuation.resume(returning: found) }
+            if let found {
+                continuation.resume(returning: found)
+                return
+            }
+            timeout = Task {
+                try? await Task.sleep(for: limit)
+                let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                    return state.waiters.remove(at: index).continuation
+                }
+                waiter?.resume(returning: nil)
+            }
         }
+        timeout?.cancel()
+        return found
     }
 }
