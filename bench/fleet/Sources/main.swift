@@ -325,10 +325,10 @@ for _ in 0..<serviceCount {
 }
 let load =
     searching
-    ? "rounds of \(searchStep), \(2 * searchStep), ... calls (up to \(searchLimit)), the baseline at the last loss-free round's calls"
-    : "\(callCount) calls, then the same for the baseline"
+    ? "rounds of \(searchStep), \(2 * searchStep), ... calls (up to \(searchLimit)), the baseline once at the last loss-free round's count"
+    : "\(callCount) calls, then as many for the baseline"
 say(
-    "fleet bench: \(serviceCount) `conclave recorder serve` against a baseline of one `conclave record` per call; \(load) of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus, crypto none), \(recordSeconds) s; \(ProcessInfo.processInfo.activeProcessorCount) cores; Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL)"
+    "fleet bench: \(serviceCount) `conclave recorder serve` against a baseline of one `conclave record` per call; calls of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus, crypto none) recorded for \(recordSeconds) s: \(load); \(ProcessInfo.processInfo.activeProcessorCount) cores; Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL)"
 )
 
 let connection = try await JanusConnection.connect(to: bed.webSocketURL)
