@@ -390,10 +390,11 @@ struct Baseline {
 }
 
 var baselineSerial = 0
-/// Records `count` new calls of BENCH_PARTICIPANTS, one `conclave record` each, started one after
-/// the other as soon as the previous one wrote its first bytes; the CPU is read over `window`
+/// Records `count` new calls of BENCH_PARTICIPANTS, one `conclave record` each, started the way
+/// the jobs were submitted: `oneByOne`, each as soon as the previous one wrote its first bytes
+/// (as 1 submits), else all at once (as a search round submits); the CPU is read over `window`
 /// seconds once all of them record.
-@MainActor func baselineRun(_ count: Int, window: Double) async throws -> Baseline {
+@MainActor func baselineRun(_ count: Int, window: Double, oneByOne: Bool) async throws -> Baseline {
     let parent = storage + "/baseline"
     try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
     let dataDirectory = directory.appendingPathComponent("baseline-data").path
@@ -417,22 +418,32 @@ var baselineSerial = 0
             log: directory.appendingPathComponent("\(name).log").path
         )
         recorders.append((child, folder, call.feeds))
+        guard oneByOne else { continue }
         if await waitFor(.seconds(30), { hasMedia(folder) }) != nil {
             firstMedia.append(seconds(ContinuousClock.now - launched))
         } else {
             say("  \(name): no media within 30 s of its launch (log: \(name).log)")
         }
     }
-    let before = recorders.compactMap { processCPUSeconds($0.child.pid) }.reduce(0, +)
+    if !oneByOne { for recorder in recorders { _ = await waitFor(.seconds(30)) { hasMedia(recorder.folder) } } }
+    let before = recorders.map { processCPUSeconds($0.child.pid) }
     let machineBefore = machineTicks()
     let windowStart = ContinuousClock.now
     try await Task.sleep(for: .seconds(window))
-    let after = recorders.compactMap { processCPUSeconds($0.child.pid) }.reduce(0, +)
+    let after = recorders.map { processCPUSeconds($0.child.pid) }
     let machineAfter = machineTicks()
+    // A recorder that ended within the window would take its CPU time out of the sum.
+    if after.contains(where: { $0 == nil }) || recorders.contains(where: { !$0.child.process.isRunning }) {
+        say("  baseline: a recorder ended within the measuring window: its CPU figures are not comparable")
+    }
+    let used = zip(before, after).reduce(0.0) { sum, pair in
+        guard let start = pair.0, let end = pair.1 else { return sum }
+        return sum + (end - start)
+    }
     var result = Baseline(
         firstMedia: firstMedia,
         participants: count * participantsPerCall,
-        cores: (after - before) / seconds(ContinuousClock.now - windowStart),
+        cores: used / seconds(ContinuousClock.now - windowStart),
         machineBusy: (machineAfter.busy - machineBefore.busy) / max(machineAfter.total - machineBefore.total, 1),
         framesWritten: 0,
         framesSent: 0,
@@ -580,7 +591,7 @@ if searching {
     if let clean {
         // The baseline at the last loss-free round only: a baseline per round would double the
         // search's time for figures nobody compares.
-        let baseline = try await baselineRun(clean.calls, window: Double(recordSeconds) / 3)
+        let baseline = try await baselineRun(clean.calls, window: Double(recordSeconds) / 3, oneByOne: false)
         say(
             String(
                 format:
@@ -649,7 +660,7 @@ if searching {
 
     // MARK: The baseline: the same calls, one `conclave record` each
 
-    let baseline = try await baselineRun(callCount, window: window)
+    let baseline = try await baselineRun(callCount, window: window, oneByOne: true)
     let serviceFirst = percentile(firstFrame, 0.5)
     let baselineFirst = percentile(baseline.firstMedia, 0.5)
     say(
