@@ -12,31 +12,36 @@ import Synchronization
 #endif
 
 // Recorder fleet benchmark: a private RabbitMQ, a Janus in a test-bed namespace, and
-// `conclave recorder serve` processes taking jobs from the queue (run as root).
+// `conclave recorder serve` processes taking jobs from the queue (run as root). Every figure is
+// printed beside a baseline measured in the same run: the same calls recorded by one
+// `conclave record` process per call, the way a call is recorded without the service.
 //
 // 1. Submission to first frame: BENCH_CALLS calls of 4 participants (Janus `add_remote_publisher`
 //    feeds from ffmpeg, VP8 1 Mbit/s + Opus, crypto none, so the feeds cost the services
 //    nothing), one job each; for each, the time from the job's SEND to the first media bytes in
-//    its recording folder. p50.
+//    its recording folder. p50. Baseline: `conclave record` launched by hand for each of as many
+//    new calls, to the first media bytes in its folder. p50, and the ratio job / baseline.
 // 2. Capacity: those calls recorded for BENCH_SECONDS; the services' CPU over the middle of the
-//    recording (from /proc) gives participants per core, and each finished recording's frames
-//    written against the frames sent (30 video + 50 audio per second per participant) tell
-//    whether any frame was lost at that load. Run with growing BENCH_CALLS to find where the
-//    first frame is lost.
+//    recording (from /proc) gives CPU per participant and participants per core, and each
+//    finished recording's frames written against the frames sent (30 video + 50 audio per
+//    second per participant) tell whether any frame was lost at that load. Baseline: the same
+//    figures of the `conclave record` processes of 1 (crypto none, the same duration, the same
+//    window and frame check), and the ratio of CPU per participant, services / baseline (the
+//    service should cost no more than the plain recorder: target <= 1.1).
 // 3. Takeover: BENCH_KILLS times, a call's service is killed with SIGKILL while it records; the
 //    time from the kill to another service's recording_started (attempt 2) and to the first
-//    bytes of the new segment. p50 and p95.
+//    bytes of the new segment. p50 and p95. No baseline: a lone recorder has nobody to take over.
 // 4. With BENCH_SEARCH=1, instead of 1-3: the frame-loss search. Rounds of BENCH_SEARCH_STEP,
 //    2 x BENCH_SEARCH_STEP, ... calls of 4 (up to BENCH_SEARCH_MAX calls), each recorded for
 //    BENCH_SECONDS, until a recording misses a frame (a track's frames lost, or fewer frames
 //    written than its first-to-last span holds at 30 or 50 a second) or the machine is saturated
 //    (over 95 % of every core busy: the feeds themselves then fall behind, and a loss would say
-//    nothing about the services, and the round does not count). Prints each round and, for the
-//    last loss-free one, the calls, the participants, the services' CPU per participant and
-//    participants per core.
+//    nothing about the services, and the round does not count). Prints each round; then the
+//    baseline runs once, at the last loss-free round's call count (not every round: that would
+//    double the search), and the capacity figures of 2 follow for that round with its baseline.
 //
-//   BENCH_SERVICES=2 BENCH_CALLS=2 BENCH_SECONDS=20 BENCH_KILLS=10 bench/fleet/run
-//   BENCH_SEARCH=1 BENCH_SERVICES=3 BENCH_SEARCH_STEP=2 BENCH_SECONDS=20 bench/fleet/run
+//   BENCH_SERVICES=2 BENCH_CALLS=4 BENCH_SECONDS=15 BENCH_KILLS=3 bench/fleet/run
+//   BENCH_SEARCH=1 BENCH_SERVICES=3 BENCH_SEARCH_STEP=3 BENCH_SEARCH_MAX=24 BENCH_SECONDS=15 bench/fleet/run
 
 let environment = ProcessInfo.processInfo.environment
 let serviceCount = Int(environment["BENCH_SERVICES"] ?? "") ?? 2
@@ -185,8 +190,9 @@ final class Events: Sendable {
     }
 }
 
-/// A `conclave recorder serve` process.
-final class Service {
+/// A `conclave` child process (`recorder serve`, or `record` for the baseline), its output in a
+/// log file.
+final class Child {
     let name: String
     let process: Process
 
@@ -209,6 +215,39 @@ final class Service {
         guard process.isRunning else { return }
         kill(pid, SIGKILL)
         process.waitUntilExit()
+    }
+}
+
+/// A finished recording in brief, from its manifest, the way the service sums it up in
+/// `recording_finished` (`RecorderService.summary`), so that the baseline's recordings are
+/// checked exactly like the jobs'.
+struct ManifestSummary {
+    var participants: Int
+    var duration: Double
+    var framesWritten: UInt64
+
+    init?(_ folder: String) {
+        guard let data = FileManager.default.contents(atPath: folder + "/manifest.json"),
+            let manifest = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let participants = manifest["participants"] as? [[String: Any]]
+        else { return nil }
+        var written: UInt64 = 0
+        var starts: [Double] = []
+        var ends: [Double] = []
+        for participant in participants {
+            for segment in participant["segments"] as? [[String: Any]] ?? [] {
+                for track in segment["tracks"] as? [[String: Any]] ?? [] {
+                    let frames = track["framesWritten"] as? Int ?? 0
+                    written += UInt64(max(frames, 0))
+                    guard frames > 0 else { continue }
+                    if let first = track["firstTimestamp"] as? Double { starts.append(first) }
+                    if let last = track["lastTimestamp"] as? Double { ends.append(last) }
+                }
+            }
+        }
+        self.participants = participants.filter { $0["recorded"] as? Bool ?? false }.count
+        duration = starts.min().flatMap { first in ends.max().map { max(0, $0 - first) } } ?? 0
+        framesWritten = written
     }
 }
 
@@ -255,12 +294,12 @@ submitter.start()
 try await submitter.waitUntilConnected()
 submitter.subscribe(id: "events", destination: RecorderTopology.allEvents)
 
-var services: [Service] = []
+var services: [Child] = []
 var serial = 0
-@MainActor func startService() throws -> Service {
+@MainActor func startService() throws -> Child {
     serial += 1
     let name = "bench-\(serial)"
-    let service = try Service(
+    let service = try Child(
         name: name,
         arguments: [
             "recorder", "serve", "--storage", storage, "--data-dir", fleetData, "--broker", broker.webSocketURL,
@@ -286,9 +325,10 @@ for _ in 0..<serviceCount {
 }
 let load =
     searching
-    ? "rounds of \(searchStep), \(2 * searchStep), ... calls (up to \(searchLimit))" : "\(callCount) calls"
+    ? "rounds of \(searchStep), \(2 * searchStep), ... calls (up to \(searchLimit)), the baseline once at the last loss-free round's count"
+    : "\(callCount) calls, then as many for the baseline"
 say(
-    "Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(serviceCount) services; \(load) of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus), \(recordSeconds) s"
+    "fleet bench: \(serviceCount) `conclave recorder serve` against a baseline of one `conclave record` per call; calls of \(participantsPerCall) participants (VP8 1 Mbit/s + Opus, crypto none) recorded for \(recordSeconds) s: \(load); \(ProcessInfo.processInfo.activeProcessorCount) cores; Janus \(bed.webSocketURL), RabbitMQ \(broker.webSocketURL)"
 )
 
 let connection = try await JanusConnection.connect(to: bed.webSocketURL)
@@ -327,6 +367,134 @@ var nextRoom: UInt64 = 7000
         )
     )
     return start
+}
+
+// MARK: The baseline: one `conclave record` per call
+
+/// The same calls recorded without the service: one `conclave record` process per call, started
+/// by hand (crypto none and the same duration, like the jobs), measured like the services.
+struct Baseline {
+    /// Each process's launch to the first media bytes in its folder, in seconds.
+    var firstMedia: [Double]
+    var participants: Int
+    /// The processes' cores over the middle of the recordings.
+    var cores: Double
+    /// The machine's busy share of all its cores over the same window.
+    var machineBusy: Double
+    var framesWritten: UInt64
+    /// The frames the recordings' durations held (30 video + 50 audio a second a participant).
+    var framesSent: Double
+    /// The frames missing by the search's measure (`framesMissing`).
+    var framesMissing: Int
+    var unfinished: Int
+}
+
+var baselineSerial = 0
+/// Records `count` new calls of BENCH_PARTICIPANTS, one `conclave record` each, started the way
+/// the jobs were submitted: `oneByOne`, each as soon as the previous one wrote its first bytes
+/// (as 1 submits), else all at once (as a search round submits); the CPU is read over `window`
+/// seconds once all of them record.
+@MainActor func baselineRun(_ count: Int, window: Double, oneByOne: Bool) async throws -> Baseline {
+    let parent = storage + "/baseline"
+    try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+    let dataDirectory = directory.appendingPathComponent("baseline-data").path
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    var recorders: [(child: Child, folder: String, feeds: RemoteFeeds)] = []
+    var firstMedia: [Double] = []
+    defer { for recorder in recorders { recorder.child.kill9() } }
+    for _ in 0..<count {
+        let call = try await makeCall(participants: participantsPerCall)
+        baselineSerial += 1
+        let name = "record-\(baselineSerial)"
+        let folder = parent + "/" + name
+        let launched = ContinuousClock.now
+        let child = try Child(
+            name: name,
+            arguments: [
+                "record", "--janus", bed.webSocketURL, "--room", "\(call.room)", "--call-id", "\(call.room)",
+                "--crypto", "none", "--out", folder, "--duration", "\(recordSeconds)", "--status", "none",
+                "--ice-address", bed.hostAddress, "--data-dir", dataDirectory, "--log-level", "error",
+            ],
+            log: directory.appendingPathComponent("\(name).log").path
+        )
+        recorders.append((child, folder, call.feeds))
+        guard oneByOne else { continue }
+        if await waitFor(.seconds(30), { hasMedia(folder) }) != nil {
+            firstMedia.append(seconds(ContinuousClock.now - launched))
+        } else {
+            say("  \(name): no media within 30 s of its launch (log: \(name).log)")
+        }
+    }
+    if !oneByOne { for recorder in recorders { _ = await waitFor(.seconds(30)) { hasMedia(recorder.folder) } } }
+    let before = recorders.map { processCPUSeconds($0.child.pid) }
+    let machineBefore = machineTicks()
+    let windowStart = ContinuousClock.now
+    try await Task.sleep(for: .seconds(window))
+    let after = recorders.map { processCPUSeconds($0.child.pid) }
+    let machineAfter = machineTicks()
+    // A recorder that ended within the window would take its CPU time out of the sum.
+    if after.contains(where: { $0 == nil }) || recorders.contains(where: { !$0.child.process.isRunning }) {
+        say("  baseline: a recorder ended within the measuring window: its CPU figures are not comparable")
+    }
+    let used = zip(before, after).reduce(0.0) { sum, pair in
+        guard let start = pair.0, let end = pair.1 else { return sum }
+        return sum + (end - start)
+    }
+    var result = Baseline(
+        firstMedia: firstMedia,
+        participants: count * participantsPerCall,
+        cores: used / seconds(ContinuousClock.now - windowStart),
+        machineBusy: (machineAfter.busy - machineBefore.busy) / max(machineAfter.total - machineBefore.total, 1),
+        framesWritten: 0,
+        framesSent: 0,
+        framesMissing: 0,
+        unfinished: 0
+    )
+    for recorder in recorders {
+        let exited = await waitFor(.seconds(Double(recordSeconds) + 60)) { !recorder.child.process.isRunning }
+        recorder.feeds.stop()
+        guard exited != nil, recorder.child.process.terminationStatus == 0,
+            let summary = ManifestSummary(recorder.folder), let lost = framesMissing(recorder.folder, videoRate: 30)
+        else {
+            say("  \(recorder.child.name): did not finish cleanly (log: \(recorder.child.name).log)")
+            result.unfinished += 1
+            continue
+        }
+        result.framesWritten += summary.framesWritten
+        result.framesSent += summary.duration * 80 * Double(summary.participants)
+        result.framesMissing += lost
+    }
+    return result
+}
+
+/// "X of ~Y (Z% fewer)": frames written against those sent.
+func framesLine(written: UInt64, sent: Double) -> String {
+    String(
+        format: "%llu of ~%.0f (%.2f%% fewer)",
+        written,
+        sent,
+        sent > 0 ? max(0, 100 * (1 - Double(written) / sent)) : 0
+    )
+}
+
+/// The capacity lines: CPU per participant of the services and of the baseline with their ratio
+/// (the service should cost no more than the plain recorder: target <= 1.1), and participants per
+/// core for both.
+func sayCapacity(serviceCores: Double, baselineCores: Double, participants: Int, baselineParticipants: Int) {
+    let service = serviceCores / Double(max(participants, 1))
+    let plain = baselineCores / Double(max(baselineParticipants, 1))
+    say(
+        String(
+            format:
+                "CPU per participant: services %.4f cores, baseline %.4f cores, ratio %.2f (target <= 1.1)\nparticipants per core: services %.0f, baseline %.0f, ratio %.2f",
+            service,
+            plain,
+            service / max(plain, 1e-9),
+            1 / max(service, 1e-9),
+            1 / max(plain, 1e-9),
+            plain / max(service, 1e-9)
+        )
+    )
 }
 
 // MARK: 4: the frame-loss search
@@ -421,19 +589,32 @@ if searching {
         count += searchStep
     }
     if let clean {
+        // The baseline at the last loss-free round only: a baseline per round would double the
+        // search's time for figures nobody compares.
+        let baseline = try await baselineRun(clean.calls, window: Double(recordSeconds) / 3, oneByOne: false)
         say(
             String(
                 format:
-                    "last loss-free round: %d calls, %d participants on %d services: %.3f cores per participant, %.0f participants per core (target: 100)",
+                    "last loss-free round: %d calls, %d participants on %d services; baseline at %d calls: machine %.0f%% busy, %d frames missing, %d recordings unfinished",
                 clean.calls,
                 clean.participants,
                 serviceCount,
-                clean.cores / Double(clean.participants),
-                Double(clean.participants) / max(clean.cores, 1e-9)
+                clean.calls,
+                100 * baseline.machineBusy,
+                baseline.framesMissing,
+                baseline.unfinished
             )
         )
+        sayCapacity(
+            serviceCores: clean.cores,
+            baselineCores: baseline.cores,
+            participants: clean.participants,
+            baselineParticipants: baseline.participants
+        )
     } else {
-        say("no round counts: the first (\(searchStep) calls) lost frames or found the machine saturated")
+        say(
+            "no round counts: the first (\(searchStep) calls) lost frames or found the machine saturated; no baseline run"
+        )
     }
 } else {
     // MARK: 1 and 2: submission to first frame, capacity
@@ -476,20 +657,31 @@ if searching {
         call.feeds.stop()
     }
     let participants = callCount * participantsPerCall
+
+    // MARK: The baseline: the same calls, one `conclave record` each
+
+    let baseline = try await baselineRun(callCount, window: window, oneByOne: true)
+    let serviceFirst = percentile(firstFrame, 0.5)
+    let baselineFirst = percentile(baseline.firstMedia, 0.5)
     say(
         String(
             format:
-                "submission to first frame written: p50 %.2f s (%d calls)\nload: %d participants on %d services use %.2f cores: %.0f participants per core; frames written %llu of ~%.0f sent over the recordings' durations (%.2f%% fewer; a feed's video before its first keyframe, up to 2 s, cannot be recorded and counts here)",
-            percentile(firstFrame, 0.5),
+                "submission to first frame written: job p50 %.2f s (%d calls), baseline (`conclave record` launched) p50 %.2f s (%d), ratio %.2f",
+            serviceFirst,
             firstFrame.count,
-            participants,
-            serviceCount,
-            cores,
-            Double(participants) / max(cores, 1e-9),
-            written,
-            sent,
-            sent > 0 ? max(0, 100 * (1 - Double(written) / sent)) : 0
+            baselineFirst,
+            baseline.firstMedia.count,
+            serviceFirst / baselineFirst
         )
+    )
+    sayCapacity(
+        serviceCores: cores,
+        baselineCores: baseline.cores,
+        participants: participants,
+        baselineParticipants: baseline.participants
+    )
+    say(
+        "frames written over the recordings' durations: services \(framesLine(written: written, sent: sent)), baseline \(framesLine(written: baseline.framesWritten, sent: baseline.framesSent)) (a feed's video before its first keyframe, up to 2 s, cannot be recorded and counts here)"
     )
 
     // MARK: 3: takeover after SIGKILL
@@ -535,7 +727,7 @@ if searching {
     say(
         String(
             format:
-                "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; the new attempt's first media bytes p50 %.2f s, p95 %.2f s",
+                "takeover after SIGKILL (%d kills): recording_started again p50 %.2f s, p95 %.2f s; the new attempt's first media bytes p50 %.2f s, p95 %.2f s (no baseline: a lone `conclave record` has nobody to take over)",
             toStarted.count,
             percentile(toStarted, 0.5),
             percentile(toStarted, 0.95),
