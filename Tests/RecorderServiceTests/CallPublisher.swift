@@ -12,8 +12,9 @@ import Synchronization
 /// A test-bed participant of a call: pattern video and tone audio, encrypted with the call key,
 /// sent in real time from a task until ``stop()`` or the end of its frames.
 ///
-/// Every frame is encoded and encrypted before the first is sent, so that sending costs only the
-/// transport: a test with many participants spends its cores on what it tests.
+/// Every frame is encoded before the first is sent, and with `sealAhead` encrypted too, so that
+/// sending costs only the transport: a test with many participants spends its cores on what it
+/// tests. A call whose key rotates encrypts each frame as it goes out, under the key current then.
 final class CallPublisher: Sendable {
     let publisher: Publisher
     /// The video and audio frames it sends in all.
@@ -35,6 +36,7 @@ final class CallPublisher: Sendable {
         seconds: Int,
         address: String,
         frameRate: Int = 15,
+        sealAhead: Bool = true,
         logger: Logger
     ) async throws -> CallPublisher {
         let codec = MediaCodec.h264
@@ -77,10 +79,13 @@ final class CallPublisher: Sendable {
             senderID: publisher.feedID,
             cipher: OpenSSLFrameCipher.self
         )
-        let sealed = frames.compactMap { timed -> (time: Duration, frame: EncodedFrame)? in
-            let encryptor = timed.frame.codec == .opus ? audioEncryptor : videoEncryptor
-            guard let frame = try? encryptor?.encrypt(timed.frame) ?? timed.frame else { return nil }
-            return (timed.mediaTime, frame)
+        let seal = { @Sendable (frame: EncodedFrame) -> EncodedFrame? in
+            let encryptor = frame.codec == .opus ? audioEncryptor : videoEncryptor
+            return try? encryptor?.encrypt(frame) ?? frame
+        }
+        let prepared = frames.compactMap { timed -> (time: Duration, frame: EncodedFrame)? in
+            guard sealAhead else { return (timed.mediaTime, timed.frame) }
+            return seal(timed.frame).map { (timed.mediaTime, $0) }
         }
         let result = CallPublisher(
             publisher: publisher,
@@ -90,14 +95,18 @@ final class CallPublisher: Sendable {
         let sender = Task {
             let clock = ContinuousClock()
             let start = clock.now
-            for (time, frame) in sealed {
+            for (time, frame) in prepared {
                 // Pacing, not synchronisation: a frame goes out when its capture time comes.
                 do {
                     try await clock.sleep(until: start.advanced(by: time), tolerance: .milliseconds(2))
                 } catch {
                     return
                 }
-                publisher.send(frame)
+                if sealAhead {
+                    publisher.send(frame)
+                } else if let sealed = seal(frame) {
+                    publisher.send(sealed)
+                }
             }
         }
         result.task.withLock { $0 = sender }

@@ -186,6 +186,8 @@ struct RecorderServiceKeyRotationTests {
             crypto: host.crypto,
             seconds: 60,
             address: fleet.janus.hostAddress,
+            // Each frame under the key current when it goes out: the key rotates every 4 s.
+            sealAhead: false,
             logger: logger
         )
         let invitation = try host.invitation(callID: callID, room: room, janusURL: fleet.janus.webSocketURL)
