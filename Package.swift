@@ -293,7 +293,7 @@ let package = Package(
             name: "RecorderJobsTests",
             dependencies: [
                 "RecorderJobs", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RabbitMQTestBed",
-                "ConclaveTestSupport",
+                "ConclaveTestSupport", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveRecorderService",
             ]
         ),
         .testTarget(

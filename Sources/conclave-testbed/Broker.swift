@@ -64,12 +64,42 @@ extension TestBedCommand {
             return ids
         }
 
+        /// What a device's broker user may do besides signaling (config/rabbitmq/README.md).
+        enum Role {
+            case device
+            /// The recorder fleet's device: takes jobs, announces events.
+            case recorder
+            /// Submits jobs and watches the services (`conclave recorder submit|status`).
+            case submitter
+        }
+
+        /// The role of each id: `recorders` and `submitters` (comma-separated ids, each also in
+        /// `ids`) get theirs, every other id is a plain device.
+        static func roles(ids: [UInt64], recorders: String?, submitters: String?) throws -> [UInt64: Role] {
+            var roles = Dictionary(uniqueKeysWithValues: ids.map { ($0, Role.device) })
+            for (text, role, option) in [
+                (recorders, Role.recorder, "--recorders"), (submitters, .submitter, "--submitters"),
+            ] {
+                guard let text else { continue }
+                for id in try deviceIDs(text) {
+                    guard roles[id] == .device else {
+                        throw ValidationError("\(option): device \(id) is not in --devices, or has a role already")
+                    }
+                    roles[id] = role
+                }
+            }
+            return roles
+        }
+
         /// Creates a broker user per device and writes each passcode to
         /// `folder/device-<id>.passcode` (0600 in a 0700 folder): passcodes never reach argv or output.
         @discardableResult
-        static func writePasscodes(for ids: [UInt64], on bed: RabbitMQTestBed, into folder: URL) throws -> [(
-            UInt64, URL
-        )] {
+        static func writePasscodes(
+            for ids: [UInt64],
+            roles: [UInt64: Role] = [:],
+            on bed: RabbitMQTestBed,
+            into folder: URL
+        ) throws -> [(UInt64, URL)] {
             try FileManager.default.createDirectory(
                 at: folder,
                 withIntermediateDirectories: true,
@@ -77,7 +107,12 @@ extension TestBedCommand {
             )
             var files: [(UInt64, URL)] = []
             for id in ids {
-                let passcode = try bed.addDevice(id)
+                let passcode =
+                    switch roles[id] ?? .device {
+                    case .device: try bed.addDevice(id)
+                    case .recorder: try bed.addRecorder(id)
+                    case .submitter: try bed.addSubmitter(id)
+                    }
                 let file = folder.appendingPathComponent("\(RabbitMQTestBed.login(forDevice: id)).passcode")
                 try? FileManager.default.removeItem(at: file)
                 guard

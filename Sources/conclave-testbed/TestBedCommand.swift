@@ -51,7 +51,9 @@ extension TestBedCommand {
                 address to gather ICE candidates on) and CONCLAVE_TESTBED_NAMESPACE. With --broker a \
                 private RabbitMQ runs too, with a user per --devices id: the command also sees \
                 CONCLAVE_BROKER_URL and CONCLAVE_BROKER_PASSCODES (a 0700 folder of \
-                device-<id>.passcode files, which conclave reads by itself).
+                device-<id>.passcode files, which conclave reads by itself). --recorders and \
+                --submitters give some of those devices the recorder fleet's or a job submitter's \
+                permissions (conclave recorder serve, submit and status).
                 """
         )
 
@@ -63,6 +65,12 @@ extension TestBedCommand {
         @Option(help: "With --broker: comma-separated device ids to create broker users for.")
         var devices: String = "1,2"
 
+        @Option(help: "With --broker: which of --devices are the recorder fleet's device (comma-separated).")
+        var recorders: String?
+
+        @Option(help: "With --broker: which of --devices may submit record jobs (comma-separated).")
+        var submitters: String?
+
         @Option(help: "With --broker: the folder for the passcode files (default: a new temporary folder).")
         var passcodes: String?
 
@@ -73,6 +81,7 @@ extension TestBedCommand {
             let arguments = command.first == "--" ? Array(command.dropFirst()) : command
             guard !arguments.isEmpty else { throw ValidationError("no command given after --") }
             let ids = broker ? try Broker.deviceIDs(devices) : []
+            let roles = try Broker.roles(ids: ids, recorders: recorders, submitters: submitters)
             let bed = try options.start()
             defer { bed.stop() }
             FileHandle.standardError.write(
@@ -93,7 +102,7 @@ extension TestBedCommand {
                     ?? FileManager.default.temporaryDirectory.appendingPathComponent(
                         "conclave-passcodes-\(getpid())"
                     )
-                try Broker.writePasscodes(for: ids, on: started, into: folder)
+                try Broker.writePasscodes(for: ids, roles: roles, on: started, into: folder)
                 exported["CONCLAVE_BROKER_URL"] = started.webSocketURL
                 exported["CONCLAVE_BROKER_PASSCODES"] = folder.path
                 FileHandle.standardError.write(

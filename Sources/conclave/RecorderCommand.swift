@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConclaveE2EE
 import ConclaveKeyStore
+import ECallSignaling
 import Foundation
 import Logging
 import RecorderJobs
@@ -32,7 +33,10 @@ struct RecorderCommand: AsyncParsableCommand {
                 device key, given as --recorder-public-key or --recorder-key FILE (what 'conclave keys \
                 show' prints on a recorder machine); the key itself never leaves this process. \
                 With --invitation FILE (the host's signed call_invitation to the fleet device, roster \
-                included) the services follow the call's key rotations as that device. \
+                included) the services follow the call's key rotations as that device. The call's host \
+                (the device that ran 'call create --invite' with the fleet device in the roster) needs no \
+                file: it signs that invitation itself, and the fleet device's key may then come from the \
+                roster. --no-invitation sends the job without one: it records with the job's key only. \
                 The job is sent persistent and the command returns once the broker has stored it.
                 """
         )
@@ -109,6 +113,12 @@ struct RecorderCommand: AsyncParsableCommand {
         )
         var invitation: String?
 
+        @Flag(
+            name: .customLong("no-invitation"),
+            help: "Send no invitation, not even the one the call's host would sign: the recording keeps the job's key."
+        )
+        var noInvitation = false
+
         @Option(help: "The name the recorder joins the room with.")
         var display: String?
 
@@ -133,6 +143,9 @@ struct RecorderCommand: AsyncParsableCommand {
             }
             if invitation == "-", keyFile == "-" || signaling.passcodeFile == "-" {
                 throw ValidationError("--invitation -: only one of the files can be standard input")
+            }
+            if invitation != nil, noInvitation {
+                throw ValidationError("give --invitation FILE or --no-invitation, not both")
             }
             if invitation != nil, crypto == RecordJobCrypto.none {
                 throw ValidationError("--invitation: a call with --crypto none has no keys to follow")
@@ -159,14 +172,28 @@ struct RecorderCommand: AsyncParsableCommand {
                 submittedAt: RecorderTime.format(Date())
             )
             if crypto != .none {
-                let (wrapped, epoch) = try wrapCallKey(store: store, record: record)
-                job.wrappedKey = wrapped
+                let device = try recorderDevice ?? { throw ValidationError("pass --recorder-device ID") }()
+                let hosted = try HostedCall(record: record, store: store)
+                let (key, epoch) = try callKey(store: store, record: record)
+                let recipient = try recipientKey(device: device, hosted: hosted)
+                job.wrappedKey = try KeyStoreAccess.run { try KeyWrapping.wrap(key, for: recipient) }
                 job.keyEpoch = epoch
-                job.recorderDeviceID = try recorderDevice ?? { throw ValidationError("pass --recorder-device ID") }()
+                job.recorderDeviceID = device
                 if let invitation {
                     // A file, never argv: it carries a wrapped key, and its text is the job's.
                     job.invitation = try SecretInput.read(invitation, flag: "--invitation")
                         .trimmingCharacters(in: .whitespacesAndNewlines)
+                } else if noInvitation {
+                    Self.note(
+                        "--no-invitation: the recording keeps the key of epoch \(epoch) and does not follow rotations"
+                    )
+                } else if let hosted {
+                    job.invitation = try hosted.invitation(for: device, job: job, key: key)
+                } else {
+                    Self.note(
+                        "no invitation: the recording will not follow call \(callID)'s key rotations "
+                            + "(only the call's host signs one; pass --invitation FILE)"
+                    )
                 }
             }
             // The checks every service makes: a job this command would send is one they take.
@@ -187,40 +214,60 @@ struct RecorderCommand: AsyncParsableCommand {
             print(job.jobID)
         }
 
-        /// The call key wrapped for the fleet's device, and its epoch.
-        private func wrapCallKey(store: KeyStore, record: CallKeyRecord?) throws -> (String, UInt64) {
-            let recipientText: String
+        /// The fleet device's public key: the one given, else the one the hosted call's roster lists.
+        /// A given key that is not the roster's would make an invitation the service cannot open.
+        private func recipientKey(device: UInt64, hosted: HostedCall?) throws -> DevicePublicKey {
+            let listed = hosted?.roster.first { $0.deviceId == device }?.publicKey
+            let given: String?
             if let recorderPublicKey {
-                recipientText = recorderPublicKey
+                given = recorderPublicKey
             } else if let recorderKeyFile {
-                recipientText = try SecretInput.read(recorderKeyFile, flag: "--recorder-key")
+                given = try SecretInput.read(recorderKeyFile, flag: "--recorder-key")
             } else {
+                given = nil
+            }
+            guard let text = (given ?? listed)?.trimmingCharacters(in: .whitespacesAndNewlines) else {
                 throw ValidationError("an encrypted call needs --recorder-public-key KEY or --recorder-key FILE")
             }
-            let (key, epoch): (CallKey, UInt64)
+            let key = try KeyStoreAccess.run { try DevicePublicKey(publicKeyString: text) }
+            if let listed, invitation == nil, !noInvitation,
+                (try? DevicePublicKey(publicKeyString: listed))?.publicKeyString != key.publicKeyString
+            {
+                throw CallCommandError(
+                    "the fleet device's key is not the one call \(callID)'s roster lists for device \(device): "
+                        + "the recorder could not open the invitation"
+                )
+            }
+            return key
+        }
+
+        /// The call key (from --key-file or the key store) and its epoch.
+        private func callKey(store: KeyStore, record: CallKeyRecord?) throws -> (CallKey, UInt64) {
             if let keyFile {
                 let hex = try SecretInput.read(keyFile, flag: "--key-file")
-                key = try KeyStoreAccess.run { try CallKey(hex: hex.trimmingCharacters(in: .whitespacesAndNewlines)) }
-                epoch = keyEpoch ?? 0
-            } else if let record {
-                let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
-                do {
-                    key = try store.openCallKey(record.wrappedKey, with: identity)
-                } catch {
-                    throw CallCommandError("the stored key of call \(callID): \(error)")
+                let key = try KeyStoreAccess.run {
+                    try CallKey(hex: hex.trimmingCharacters(in: .whitespacesAndNewlines))
                 }
-                epoch = record.history.map(\.epoch).max() ?? 0
-            } else {
+                return (key, keyEpoch ?? 0)
+            }
+            guard let record else {
                 throw CallCommandError(
                     "no key stored for call \(callID): pass --key-file FILE, or --crypto none for an unencrypted call"
                 )
             }
-            return try KeyStoreAccess.run {
-                let recipient = try DevicePublicKey(
-                    publicKeyString: recipientText.trimmingCharacters(in: .whitespacesAndNewlines)
+            let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
+            do {
+                return (
+                    try store.openCallKey(record.wrappedKey, with: identity), record.history.map(\.epoch).max() ?? 0
                 )
-                return (try KeyWrapping.wrap(key, for: recipient), epoch)
+            } catch {
+                throw CallCommandError("the stored key of call \(callID): \(error)")
             }
+        }
+
+        /// One line on stderr: what the job will not do, without failing the submission.
+        static func note(_ text: String) {
+            FileHandle.standardError.write(Data("conclave: note: \(text)\n".utf8))
         }
 
         /// `job-<12 random hex digits>`: unique enough for a queue, short enough for a folder name.
@@ -279,6 +326,60 @@ struct RecorderCommand: AsyncParsableCommand {
             }
             reader.cancel()
             await connection.close()
+        }
+    }
+}
+
+/// A call this device created as host, from its kept invitation: its roster, with this device's
+/// entry as the host (the key the roster lists is this device's own). Only the host's signature
+/// makes a roster the fleet device may follow keys by.
+struct HostedCall {
+    var host: RosterEntry
+    var roster: [RosterEntry]
+    var isVideo: Bool
+    var identity: DeviceIdentity
+
+    /// Nil when the call is not stored, kept no invitation, or another device is its host.
+    init?(record: CallKeyRecord?, store: KeyStore) throws {
+        guard let text = record?.invitation, let message = try? SignalMessage(json: text),
+            let roster = message.roster, let host = roster.first(where: \.isHost)
+        else { return nil }
+        let identity = try KeyStoreAccess.run { try store.loadDeviceIdentity() }
+        guard host.publicKey == identity.publicKeyString else { return nil }
+        self.host = host
+        self.roster = roster
+        self.isVideo = message.isVideo ?? true
+        self.identity = identity
+    }
+
+    /// A fresh `call_invitation` to `device` carrying `key` (the job's key), signed now by this
+    /// device: the roster as stored, so that the service follows the keys as the invitees do.
+    func invitation(for device: UInt64, job: RecordJob, key: CallKey) throws -> String {
+        guard let recipient = roster.first(where: { $0.deviceId == device }) else {
+            throw CallCommandError(
+                "device \(device) is not in call \(job.callID)'s roster: invite it with call create --invite "
+                    + "--participant USER:NAME@\(device)=KEY (or pass --no-invitation to record one epoch)"
+            )
+        }
+        guard let format = FrameCryptoFormat(rawValue: job.crypto.rawValue) else {
+            throw CallCommandError("crypto \(job.crypto.rawValue): no keys to follow")
+        }
+        do {
+            return try SignalMessage.callInvitation(
+                callId: job.callID,
+                roomId: job.room,
+                caller: host,
+                recipient: recipient,
+                roster: roster,
+                key: key,
+                janusUrl: job.janusURL,
+                crypto: format,
+                isVideo: isVideo,
+                signedBy: identity,
+                at: Date()
+            ).jsonBody()
+        } catch {
+            throw CallCommandError("cannot sign the invitation to device \(device): \(error)")
         }
     }
 }

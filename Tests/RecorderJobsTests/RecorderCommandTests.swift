@@ -1,10 +1,15 @@
+import ConclaveE2EE
+import ConclaveKeyStore
 import ConclaveTestSupport
+import ECallSignaling
 import Foundation
 import RabbitMQTestBed
 import RecorderJobs
 import STOMPClient
 import STOMPProtocol
 import Testing
+
+@testable import ConclaveRecorderService
 
 /// `conclave recorder submit` and `status`, the built binary against a real RabbitMQ.
 @Suite("conclave recorder against RabbitMQ", .serialized)
@@ -77,6 +82,12 @@ struct RecorderCommandTests {
         #expect(submitted.succeeded, "\(submitted.errorOutput)")
         #expect(submitted.output == "job-cli-1\n")
         #expect(!submitted.errorOutput.contains(keyHex))
+        // Not the call's host and no --invitation: one line says what the recording will not do.
+        #expect(
+            submitted.errorOutput == "conclave: note: no invitation: the recording will not follow call 4242's key "
+                + "rotations (only the call's host signs one; pass --invitation FILE)\n",
+            "\(submitted.errorOutput)"
+        )
 
         // A bad job is refused before anything is sent, naming the field.
         let outside = try await conclave(
@@ -168,6 +179,130 @@ struct RecorderCommandTests {
         #expect(job.jobID == "job-inv-1")
         #expect(job.invitation == (try text(invitation.merging(["callId": 4343]) { $1 })))
         try await recorder.ack(message)
+        #expect(await waitFor(.seconds(20)) { (try? broker.readyMessages(in: RecorderTopology.jobQueueName)) == 0 })
+        await recorder.connection.close()
+    }
+
+    /// The call's host needs no invitation file: the command signs one to the fleet device from
+    /// the roster kept with the call, and the service's own check takes it.
+    @Test func submitByTheHostSignsTheInvitationTheServiceAccepts() async throws {
+        let broker = try RabbitMQTestBed()
+        defer { broker.stop() }
+        let directory = try TestPaths.temporaryDirectory("conclave-recorder-host")
+        let host = try await makeDevice("host", id: 10, passcode: try broker.addSubmitter(10), in: directory)
+        let recorderPasscode = try broker.addRecorder(900)
+        let fleet = try await makeDevice("fleet", id: 900, passcode: recorderPasscode, in: directory)
+        let callID: UInt64 = 4545
+        let store = KeyStore(dataDirectory: URL(fileURLWithPath: host.dataDirectory))
+        let hostIdentity = try store.loadDeviceIdentity()
+        let roster = [
+            RosterEntry(userId: 10, deviceId: 10, displayName: "host", publicKey: host.publicKey, isHost: true),
+            RosterEntry(userId: 900, deviceId: 900, displayName: "recorder", publicKey: fleet.publicKey),
+        ]
+        // What `call create --invite` keeps: the key, then one rotation, and the host's own
+        // invitation without its wrapped key.
+        var own = try SignalMessage.callInvitation(
+            callId: callID,
+            roomId: 88,
+            caller: roster[0],
+            recipient: roster[0],
+            roster: roster,
+            key: CallKey.random(),
+            janusUrl: "ws://198.18.0.1:8188",
+            crypto: .ecall,
+            isVideo: true,
+            signedBy: hostIdentity,
+            at: Date()
+        )
+        own.encryptedAESKey = nil
+        try store.calls.storeWrappedKey(
+            try KeyWrapping.wrap(CallKey.random(), for: hostIdentity.publicKey),
+            for: callID
+        )
+        let current = CallKey.random()
+        try store.calls.storeWrappedKey(
+            try KeyWrapping.wrap(current, for: hostIdentity.publicKey),
+            for: callID,
+            epoch: 2
+        )
+        try store.calls.storeRejoinDetails(
+            for: callID,
+            janusURL: "ws://198.18.0.1:8188",
+            room: 88,
+            cryptoFormat: .ecall,
+            invitation: own.jsonBody()
+        )
+        let common = [
+            "recorder", "submit", "--call-id", "\(callID)", "--out", "host/call", "--duration", "30",
+            "--data-dir", host.dataDirectory, "--broker", broker.webSocketURL, "--passcode-file", host.passcodeFile,
+        ]
+        // No fleet key given: the roster's is used.
+        let submitted = try await conclave(common + ["--recorder-device", "900", "--job-id", "job-host-1"])
+        #expect(submitted.succeeded, "\(submitted.errorOutput)")
+        #expect(submitted.errorOutput.isEmpty, "\(submitted.errorOutput)")
+
+        // A fleet device the roster does not list: refused by name, unless --no-invitation.
+        let stranger = try await makeDevice("stranger", id: 901, passcode: "unused", in: directory)
+        let unlisted = common + ["--recorder-device", "901", "--recorder-public-key", stranger.publicKey]
+        let refused = try await conclave(unlisted + ["--job-id", "job-host-2"])
+        #expect(!refused.succeeded)
+        #expect(
+            refused.errorOutput.contains(
+                "device 901 is not in call \(callID)'s roster: invite it with call create --invite --participant USER:NAME@901=KEY"
+            ),
+            "\(refused.errorOutput)"
+        )
+        // A key that is not the roster's for the fleet device: the service could not open the invitation.
+        let wrongKey = try await conclave(
+            common + [
+                "--recorder-device", "900", "--recorder-public-key", stranger.publicKey, "--job-id", "job-host-4",
+            ]
+        )
+        #expect(!wrongKey.succeeded)
+        #expect(
+            wrongKey.errorOutput.contains("is not the one call \(callID)'s roster lists"),
+            "\(wrongKey.errorOutput)"
+        )
+        let oneEpoch = try await conclave(unlisted + ["--job-id", "job-host-3", "--no-invitation"])
+        #expect(oneEpoch.succeeded, "\(oneEpoch.errorOutput)")
+        #expect(
+            oneEpoch.errorOutput
+                == "conclave: note: --no-invitation: the recording keeps the key of epoch 2 and does not follow rotations\n",
+            "\(oneEpoch.errorOutput)"
+        )
+
+        let recorder = try BrokerClient(broker, device: 900, passcode: recorderPasscode)
+        try await recorder.connect()
+        recorder.consumeJobs()
+        let messages = await recorder.messages.matching(count: 2)
+        try #require(messages.count == 2, "the jobs never arrived")
+        let jobs = try messages.map { try RecordJob.decode($0.body) }
+        #expect(jobs.map(\.jobID) == ["job-host-1", "job-host-3"])
+        let signed = jobs[0]
+        #expect(signed.keyEpoch == 2)
+        #expect(signed.room == 88)
+        #expect(signed.janusURL == "ws://198.18.0.1:8188")
+        #expect(jobs[1].invitation == nil)
+        #expect(jobs[1].recorderDeviceID == 901)
+
+        // The service's own check: signed by the roster's host, addressed to the fleet device, its
+        // key opening with the fleet's device key; the job's key is the current one.
+        let fleetStore = KeyStore(dataDirectory: URL(fileURLWithPath: fleet.dataDirectory))
+        let identity = FleetIdentity(deviceID: 900, identity: try fleetStore.loadDeviceIdentity())
+        let text = try #require(signed.invitation)
+        let checked = try CheckedInvitation.check(text, job: signed, identity: identity, ecallCompatible: false)
+        #expect(checked.me == DeviceAddress(userId: 900, deviceId: 900))
+        #expect(checked.roster == roster)
+        #expect(try identity.unwrap(try #require(signed.wrappedKey), for: 900) == current)
+        let opened = try SignalMessage(json: text).openInvitation(
+            as: checked.me,
+            with: try fleetStore.loadDeviceIdentity(),
+            now: Date(),
+            window: .infinity
+        )
+        #expect(opened.key == current)
+        #expect(opened.caller == roster[0])
+        for message in messages { try await recorder.ack(message) }
         #expect(await waitFor(.seconds(20)) { (try? broker.readyMessages(in: RecorderTopology.jobQueueName)) == 0 })
         await recorder.connection.close()
     }
