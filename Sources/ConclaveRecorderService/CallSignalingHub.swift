@@ -199,6 +199,10 @@ final class CallSignalingHub: Sendable {
             }
             defer { group.cancelAll() }
             guard let value = try await group.next() ?? nil else {
+                // Awaiting `task.value` does not end when its child is cancelled: the group would
+                // wait for the connect at its close. Cancelling the connect itself ends it (its
+                // cancellation handler closes the channel), so the bound holds.
+                task.cancel()
                 throw RecorderServiceError("not connected within \(timeout)")
             }
             return value
