@@ -61,6 +61,8 @@ public final class RebasingFrameSource: EncodedFrameSource, @unchecked Sendable 
     public func requestKeyframe() { inner.requestKeyframe() }
 
     public func setBitrate(_ bitsPerSecond: Int) throws { try inner.setBitrate(bitsPerSecond) }
+
+    public func waitUntilReady() async throws { try await inner.waitUntilReady() }
 }
 
 /// Video settings of a participant.

@@ -58,6 +58,7 @@ public final class MediaSender: @unchecked Sendable {
         var pacer = pacer
         while !Task.isCancelled {
             applyRequests()
+            try await source.waitUntilReady()
             guard let timed = try source.nextFrame() else { return }
             try await pacer.wait(until: timed.mediaTime)
             send(timed.frame)

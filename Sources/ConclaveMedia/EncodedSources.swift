@@ -23,14 +23,21 @@ public protocol EncodedFrameSource: AnyObject {
     func requestKeyframe()
     /// Changes the target bitrate (REMB). Pass-through sources ignore it.
     func setBitrate(_ bitsPerSecond: Int) throws
+    /// Suspends until `nextFrame()` can answer without blocking: at once for files and
+    /// generators (the default), when the device has the next frame for live capture.
+    func waitUntilReady() async throws
 }
 
 extension EncodedFrameSource {
+    public func waitUntilReady() async throws {}
+
     /// Hands every frame to `deliver` at its due time on the media clock until the source ends or
     /// the task is cancelled.
     public func run(pacer: MediaPacer, deliver: (EncodedFrame) async throws -> Void) async throws {
         var pacer = pacer
-        while !Task.isCancelled, let timed = try nextFrame() {
+        while !Task.isCancelled {
+            try await waitUntilReady()
+            guard let timed = try nextFrame() else { return }
             try await pacer.wait(until: timed.mediaTime)
             try await deliver(timed.frame)
         }
@@ -117,6 +124,10 @@ public final class EncodingVideoSource: EncodedFrameSource {
 
     public func setBitrate(_ bitsPerSecond: Int) throws { try encoder.setBitrate(bitsPerSecond) }
 
+    public func waitUntilReady() async throws {
+        if queue.isEmpty { try await raw.waitUntilReady() }
+    }
+
     public func nextFrame() throws -> TimedFrame? {
         while queue.isEmpty {
             guard let picture = try raw.nextFrame() else { return nil }
@@ -147,6 +158,8 @@ public final class EncodingAudioSource: EncodedFrameSource {
     public func requestKeyframe() {}
 
     public func setBitrate(_ bitsPerSecond: Int) throws { try encoder.setBitrate(bitsPerSecond) }
+
+    public func waitUntilReady() async throws { try await raw.waitUntilReady() }
 
     public func nextFrame() throws -> TimedFrame? {
         while let block = try raw.nextFrame() {

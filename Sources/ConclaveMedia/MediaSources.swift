@@ -10,6 +10,16 @@ public protocol VideoFrameSource: AnyObject {
     var height: Int { get }
     /// The next picture, or nil at the end.
     func nextFrame() throws -> VideoFrame?
+    /// Suspends until `nextFrame()` can answer without blocking.
+    ///
+    /// Generators and files are always ready (the default). A live capture (a camera, a screen)
+    /// waits here for its device, so that a sending task never blocks a thread of the shared
+    /// pool while a picture is on its way.
+    func waitUntilReady() async throws
+}
+
+extension VideoFrameSource {
+    public func waitUntilReady() async throws {}
 }
 
 /// A source of 20 ms PCM blocks at 48 kHz, such as the tone or a WAV file.
@@ -20,6 +30,13 @@ public protocol AudioFrameSource: AnyObject {
     var channels: Int { get }
     /// The next 20 ms block, or nil at the end.
     func nextFrame() throws -> AudioFrame?
+    /// Suspends until `nextFrame()` can answer without blocking (see
+    /// ``VideoFrameSource/waitUntilReady()``); a microphone waits here for its next block.
+    func waitUntilReady() async throws
+}
+
+extension AudioFrameSource {
+    public func waitUntilReady() async throws {}
 }
 
 /// The timing of a stream of equally spaced frames: when frame `n` is due and what RTP timestamp
