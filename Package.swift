@@ -38,6 +38,7 @@ let package = Package(
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
+        system("CFFmpegDevice", "libavdevice", "libavdevice-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -49,6 +50,7 @@ let package = Package(
         .target(name: "COpenH264Shims", dependencies: ["COpenH264"]),
         .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
         .target(name: "CFFmpegFilterShims", dependencies: ["CFFmpegFilter"]),
+        .target(name: "CFFmpegDeviceShims", dependencies: ["CFFmpegDevice"]),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -134,6 +136,15 @@ let package = Package(
             name: "ConclaveMedia",
             dependencies: ["ConclaveCore", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV"]
         ),
+        // Cameras (V4L2) and screens (x11grab) through libavdevice, each on a capture thread of its
+        // own, as ConclaveMedia video sources; and the catalog of both.
+        .target(
+            name: "ConclaveCapture",
+            dependencies: [
+                "ConclaveCore", "ConclaveMedia", "CFFmpegDevice", "CFFmpegDeviceShims",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The peer connection: ICE + DTLS + SRTP and the media clock, with no Janus in it.
         .target(
             name: "ConclavePeerConnection",
@@ -191,7 +202,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
-                "ConclaveRecorderService", "ConclaveCompose",
+                "ConclaveRecorderService", "ConclaveCompose", "ConclaveCapture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -276,6 +287,13 @@ let package = Package(
                 "ConclaveTestSupport", "RecordingTestBed",
             ]
         ),
+        .testTarget(
+            name: "ConclaveCaptureTests",
+            dependencies: [
+                "ConclaveCapture", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
@@ -340,7 +358,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ConclaveCLITests",
-            dependencies: ["ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient"]
+            dependencies: [
+                "ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient", "ConclaveCore",
+                "ConclaveMedia",
+            ]
         ),
         .testTarget(
             name: "ConclaveCallTests",

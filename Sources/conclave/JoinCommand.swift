@@ -227,7 +227,10 @@ struct CallOptions: ParsableArguments {
     @Option(help: "Audio to send: tone, a media file, or none.")
     var audio: String = "tone"
 
-    @Option(help: "Video to send: pattern, a media file, or none.")
+    @Option(
+        help:
+            "Video to send: pattern, a media file, camera[:/dev/videoN][@WxH/FPS], screen[:DISPLAY[+x,y,WxH]], or none."
+    )
     var video: String = "pattern"
 
     @Option(help: "Video codec to send: h264 (ECall) or vp8.")
@@ -385,10 +388,12 @@ struct CallRunner {
             ) {
                 sources.append(audio)
             }
-            if let video = try CallMediaSources.video(
-                CallMediaChoice(options.video, generatedName: "pattern"),
-                settings: videoSettings
-            ) {
+            if let video = try await LiveVideo.source(options, settings: videoSettings, logger: logger)
+                ?? CallMediaSources.video(
+                    CallMediaChoice(options.video, generatedName: "pattern"),
+                    settings: videoSettings
+                )
+            {
                 sources.append(video)
             }
         } catch {

@@ -1,0 +1,110 @@
+import ConclaveCore
+import ConclaveMedia
+import ConclaveTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// End-to-end: `conclave join --video screen:...` shares an Xvfb display showing the moving test
+/// pattern, through the encoder and Janus, end-to-end encrypted; the other participant records
+/// the call, and the pattern's frame numbers are read from its decoded recording.
+@Suite(.serialized) struct ScreenShareCallTests {
+    @Test func aSharedScreenReachesTheOtherParticipantAndDecodes() async throws {
+        let server = try TestXServer(width: 640, height: 480)
+        defer { server.stop() }
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
+        let video = call.directory.appendingPathComponent("pattern.y4m").path
+        try writePattern(path: video, width: 320, height: 240, frames: 300)
+        try server.play(video, x: 0, y: 0)
+
+        let alice = try call.join(
+            "alice",
+            ["--video", "screen:\(server.display)+0,0,320x240", "--fps", "30", "--duration", "30"]
+        )
+        let recording = call.directory.appendingPathComponent("bob-recording").path
+        let bob = try call.join("bob", ["--video", "none", "--record", recording, "--duration", "30"])
+        let seen = await waitUntil(timeout: .seconds(25)) {
+            bob.participant("alice")?["videoFrames"] as? Int ?? 0 > 90
+        }
+        #expect(seen != nil, "bob: \(bob.lastStatus ?? [:]) alice: \(alice.errorOutput)")
+        #expect(bob.undecryptable(from: "alice") == 0)
+        bob.signal(SIGTERM)
+        #expect(await bob.waitForExit() == 0, "\(bob.errorOutput)")
+        alice.signal(SIGTERM)
+        #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
+
+        // Alice's recorded video, decoded: the pattern's numbers, moving forward.
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recording + "/manifest.json")))
+                as? [String: Any]
+        )
+        let participant = try #require(
+            (manifest["participants"] as? [[String: Any]])?.first { $0["userID"] as? String == "alice" },
+            "\(manifest)"
+        )
+        let file = try #require((participant["segments"] as? [[String: Any]])?.first?["file"] as? String)
+        let decoded = try runProcess(
+            "ffmpeg",
+            [
+                "-v", "error", "-i", recording + "/" + file, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "yuv420p",
+                "-",
+            ]
+        )
+        #expect(decoded.succeeded, "\(decoded.errorOutput)")
+        let frameBytes = VideoFrame.byteCount(width: 320, height: 240)
+        var numbers: [Int] = []
+        var offset = 0
+        while offset + frameBytes <= decoded.stdout.count {
+            let picture = try VideoFrame(
+                width: 320,
+                height: 240,
+                data: Array(decoded.stdout[offset..<(offset + frameBytes)]),
+                rtpTimestamp: 0
+            )
+            if let reading = PatternReader.read(picture) { numbers.append(reading.frameNumber) }
+            offset += frameBytes
+        }
+        let pictures = decoded.stdout.count / frameBytes
+        print("screen share: \(numbers.count) of \(pictures) recorded pictures readable, \(Set(numbers).count) distinct")
+        #expect(pictures >= 90, "\(pictures) pictures recorded")
+        #expect(Set(numbers).count >= 45, "distinct pattern frames: \(Set(numbers).count) of \(pictures)")
+        #expect(Double(numbers.count) >= Double(pictures) * 0.8, "\(numbers.count) of \(pictures) readable")
+        let backwards = zip(numbers, numbers.dropFirst()).filter { $1 < $0 }.count
+        #expect(backwards <= 2, "the pattern's numbers go forward (a loop aside): \(numbers)")
+    }
+
+    @Test func aMissingCameraAndAnUnreachableScreenAreOneLine() throws {
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice"])
+        let camera = try call.joinToCompletion("alice", ["--video", "camera:/dev/video-conclave-missing"])
+        #expect(!camera.succeeded)
+        #expect(
+            camera.errorOutput.contains("cannot open the media to send: no camera at /dev/video-conclave-missing"),
+            "\(camera.errorOutput)"
+        )
+        let screen = try call.joinToCompletion("alice", ["--video", "screen::65001"])
+        #expect(!screen.succeeded)
+        #expect(screen.errorOutput.contains("cannot reach X display :65001"), "\(screen.errorOutput)")
+        let spelling = try call.joinToCompletion("alice", ["--video", "camera@640x481"])
+        #expect(
+            spelling.errorOutput.contains("--video camera@640x481: the size must be WxH"),
+            "\(spelling.errorOutput)"
+        )
+    }
+}
+
+/// Writes `frames` pictures of the test pattern at 30 frames a second as a Y4M file.
+private func writePattern(path: String, width: Int, height: Int, frames: Int) throws {
+    let layout = try PatternLayout(width: width, height: height)
+    var bytes = Data("YUV4MPEG2 W\(width) H\(height) F30:1 Ip A1:1 C420jpeg\n".utf8)
+    for index in 0..<frames {
+        let picture = try PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0)
+        bytes.append(Data("FRAME\n".utf8))
+        bytes.append(contentsOf: picture.data)
+    }
+    try bytes.write(to: URL(fileURLWithPath: path))
+}
