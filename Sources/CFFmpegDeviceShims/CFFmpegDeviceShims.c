@@ -1,6 +1,9 @@
+#define _GNU_SOURCE
 #include "CFFmpegDeviceShims.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <string.h>
 #include <sys/ioctl.h>
 
 int cshim_device_AVERROR_EOF(void) { return AVERROR_EOF; }
@@ -30,4 +33,11 @@ int cshim_VIDIOC_ENUM_FRAMESIZES(int fd, struct v4l2_frmsizeenum *size) {
 
 int cshim_VIDIOC_ENUM_FRAMEINTERVALS(int fd, struct v4l2_frmivalenum *interval) {
     return request(fd, VIDIOC_ENUM_FRAMEINTERVALS, interval);
+}
+
+int cshim_name_current_thread(const char *name) {
+    char cut[16];
+    strncpy(cut, name, sizeof cut - 1);
+    cut[sizeof cut - 1] = 0;
+    return pthread_setname_np(pthread_self(), cut);
 }

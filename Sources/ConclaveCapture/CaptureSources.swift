@@ -85,7 +85,6 @@ public final class CameraSource: VideoFrameSource {
             format: "v4l2",
             url: path,
             options: options,
-            frameRate: frameRate,
             outputSize: .fixed(size),
             openError: { code in cameraOpenError(code, path: path) }
         )
@@ -161,7 +160,6 @@ public final class ScreenSource: VideoFrameSource {
             format: "x11grab",
             url: url,
             options: options,
-            frameRate: frameRate,
             outputSize: outputSize,
             openError: { code in screenOpenError(code, display: display, region: region) }
         )

@@ -15,15 +15,14 @@ struct CaptureInput: Sendable {
     var url: String
     /// Input options (`video_size`, `framerate`, `input_format`, ...), in order.
     var options: [(String, String)]
-    /// The frame rate pictures are sent at.
-    var frameRate: Int
     /// The size pictures are sent at.
     var outputSize: CaptureOutputSize
     /// Turns libavformat's open failure into the user's error line.
     var openError: @Sendable (Int32) -> CaptureError
 }
 
-/// One running capture: a thread of its own (`conclave-capture-<role>`) that opens the input,
+/// One running capture: a thread of its own (`conclave-capture-<role>`, `capture-<role>` for the
+/// kernel) that opens the input,
 /// reads packets, decodes them with libavcodec, converts them to I420 at the output size with
 /// libswscale, and posts each picture to the mailbox, replacing the previous one.
 ///
@@ -46,6 +45,9 @@ final class DeviceCapture: Sendable {
         let result = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<DeviceCapture, CaptureError>, Never>) in
             let thread = Thread {
+                // The kernel keeps 15 bytes of a thread's name (what `top -H` and /proc show), too
+                // few for Foundation's "conclave-capture-<role>", which it then does not set.
+                _ = cshim_name_current_thread("capture-\(input.role)")
                 let opened: OpenedInput
                 do throws(CaptureError) {
                     opened = try OpenedInput(input)

@@ -48,7 +48,6 @@ public enum VideoDeviceCatalog {
             format: "x11grab",
             url: display,
             options: [],
-            frameRate: 1,
             outputSize: .native(limit: VideoSize(width: 65_536, height: 65_536)),
             openError: { code in screenOpenError(code, display: display, region: nil) }
         )
@@ -88,6 +87,28 @@ public enum VideoDeviceCatalog {
         if screens.isEmpty { lines.append("screen: no X display (DISPLAY unset, no /tmp/.X11-unix/X*)") }
         return lines
     }
+}
+
+/// Every camera and screen, as `conclave devices --json` prints them.
+public struct VideoDeviceList: Sendable, Hashable, Encodable {
+    /// The capture devices among `/dev/video*`.
+    public var cameras: [CameraListing]
+    /// The X displays.
+    public var screens: [ScreenListing]
+
+    /// Creates a list.
+    public init(cameras: [CameraListing], screens: [ScreenListing]) {
+        self.cameras = cameras
+        self.screens = screens
+    }
+
+    /// The devices of this machine now (see ``VideoDeviceCatalog``: this blocks briefly).
+    public static func current() -> VideoDeviceList {
+        VideoDeviceList(cameras: VideoDeviceCatalog.cameras(), screens: VideoDeviceCatalog.screens())
+    }
+
+    /// The list as lines of text.
+    public var textLines: [String] { VideoDeviceCatalog.textLines(cameras: cameras, screens: screens) }
 }
 
 /// A camera as `conclave devices` lists it (JSON-encodable).

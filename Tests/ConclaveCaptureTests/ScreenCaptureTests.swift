@@ -69,6 +69,7 @@ import Testing
         #expect(source.width == 800 && source.height == 600)
         #expect(source.display == server.display)
         try await source.waitUntilReady()
+        #expect(captureThreadNames().contains("capture-screen"), "\(captureThreadNames())")
         let picture = try #require(try source.nextFrame())
         #expect(picture.width == 800 && picture.data.count == VideoFrame.byteCount(width: 800, height: 600))
 
@@ -88,10 +89,11 @@ import Testing
         let screens = VideoDeviceCatalog.screens(environment: ["DISPLAY": server.display])
         let listed = try #require(screens.first)
         #expect(listed.display == server.display && listed.size == "1024x768" && listed.problem == nil)
-        let lines = VideoDeviceCatalog.textLines(cameras: [], screens: screens)
-        #expect(lines.contains("screen \(server.display)  1024x768"), "\(lines)")
-        let json = String(decoding: try JSONEncoder().encode(listed), as: UTF8.self)
+        let list = VideoDeviceList(cameras: [], screens: screens)
+        #expect(list.textLines.contains("screen \(server.display)  1024x768"), "\(list.textLines)")
+        let json = String(decoding: try JSONEncoder().encode(list), as: UTF8.self)
         #expect(json.contains("\"size\":\"1024x768\""), "\(json)")
+        #expect(json.contains("\"cameras\":[]"), "\(json)")
     }
 
     @Test func anUnreachableDisplayIsOneLine() async throws {
@@ -135,6 +137,15 @@ import Testing
                 "\(error)"
             )
         }
+    }
+}
+
+/// The kernel's names of this process's threads (at most 15 characters each).
+func captureThreadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { task in
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
 

@@ -24,3 +24,7 @@ int cshim_VIDIOC_ENUM_FMT(int fd, struct v4l2_fmtdesc *description);
 int cshim_VIDIOC_ENUM_FRAMESIZES(int fd, struct v4l2_frmsizeenum *size);
 /// `ioctl(fd, VIDIOC_ENUM_FRAMEINTERVALS, interval)`.
 int cshim_VIDIOC_ENUM_FRAMEINTERVALS(int fd, struct v4l2_frmivalenum *interval);
+
+/// Names the calling thread for the kernel (`pthread_setname_np`, which glibc declares only under
+/// `_GNU_SOURCE`), cut to the kernel's 15 bytes; the capture threads use it. 0 or an errno.
+int cshim_name_current_thread(const char *name);
