@@ -109,8 +109,9 @@ public enum CameraNegotiation {
     /// Sort key: smaller is better (see the type's rules).
     private static func rank(_ mode: CameraMode, size: VideoSize, frameRate: Int) -> [Int] {
         let reachesRate = mode.frameRates.isEmpty || (mode.frameRates.max() ?? 0) >= frameRate
-        let width = mode.size.width
-        let height = mode.size.height
+        // Sizes come from drivers: bounded before they are multiplied, so none can overflow.
+        let width = min(max(mode.size.width, 0), 65_536)
+        let height = min(max(mode.size.height, 0), 65_536)
         let sizeClass: Int
         let distance: Int
         if width == size.width && height == size.height {

@@ -118,7 +118,9 @@ enum V4L2Inspection {
             size.pixel_format = pixelFormat
             guard cshim_VIDIOC_ENUM_FRAMESIZES(fd, &size) == 0 else { break }
             index += 1
+            // A size past 16384 either way is a driver's placeholder, not a mode: it is left out.
             if size.type == V4L2_FRMSIZE_TYPE_DISCRETE.rawValue {
+                guard size.discrete.width <= 16_384, size.discrete.height <= 16_384 else { continue }
                 sizes.append(VideoSize(width: Int(size.discrete.width), height: Int(size.discrete.height)))
                 continue
             }
@@ -128,7 +130,9 @@ enum V4L2Inspection {
                     && (Int(range.min_height)...Int(max(range.min_height, range.max_height))).contains(height)
             }
             sizes += common.map { VideoSize(width: $0.0, height: $0.1) }
-            sizes.append(VideoSize(width: Int(range.max_width), height: Int(range.max_height)))
+            if range.max_width <= 16_384, range.max_height <= 16_384 {
+                sizes.append(VideoSize(width: Int(range.max_width), height: Int(range.max_height)))
+            }
             break
         }
         return sizes

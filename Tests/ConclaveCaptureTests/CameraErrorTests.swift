@@ -1,8 +1,9 @@
-import ConclaveCapture
 import ConclaveTestSupport
 import Foundation
 import Logging
 import Testing
+
+@testable import ConclaveCapture
 
 /// No camera can be emulated here (no v4l2loopback), so the camera path is tested up to the
 /// device: every way a path can fail to be a camera gets its own one-line error, before
@@ -77,5 +78,28 @@ import Testing
                 "camera: none found in /dev/video*", "screen: no X display (DISPLAY unset, no /tmp/.X11-unix/X*)",
             ]
         )
+    }
+}
+
+/// libavdevice's open failures as the lines a user sees (a busy camera cannot be made here).
+@Suite struct OpenErrorLineTests {
+    @Test func cameraFailures() {
+        #expect(
+            ConclaveCapture.cameraOpenError(-EBUSY, path: "/dev/video0")
+                == CaptureError(.busy, device: "/dev/video0", "camera /dev/video0 is busy: another program is using it")
+        )
+        #expect(ConclaveCapture.cameraOpenError(-ENODEV, path: "/dev/video0").message == "no camera at /dev/video0")
+        #expect(ConclaveCapture.cameraOpenError(-EACCES, path: "/dev/video0").kind == .permissionDenied)
+        let other = ConclaveCapture.cameraOpenError(-EIO, path: "/dev/video0")
+        #expect(other.kind == .unsupported && other.message.hasPrefix("cannot start camera /dev/video0: "))
+    }
+
+    @Test func screenFailures() {
+        let region = ScreenRegion(x: 1, y: 2, size: VideoSize(width: 64, height: 48))
+        #expect(
+            ConclaveCapture.screenOpenError(-EINVAL, display: ":3", region: region).message
+                == "the region +1,2,64x48 does not fit on X display :3"
+        )
+        #expect(ConclaveCapture.screenOpenError(-EIO, display: ":3", region: nil).kind == .unreachableDisplay)
     }
 }

@@ -86,3 +86,16 @@ import Testing
         )
     }
 }
+
+/// Sizes no driver should report never trap the ranking.
+@Suite struct CameraNegotiationHostileTests {
+    @Test func hugeAndNegativeSizesDoNotTrap() {
+        let modes = [
+            CameraMode(pixelFormat: .mjpeg, size: VideoSize(width: Int.max, height: Int.max), frameRates: [30]),
+            CameraMode(pixelFormat: .yuyv, size: VideoSize(width: -4, height: 480), frameRates: [Int.max]),
+            CameraMode(pixelFormat: .yuyv, size: VideoSize(width: 640, height: 480), frameRates: [30]),
+        ]
+        let choice = CameraNegotiation.choose(from: modes, size: VideoSize(width: 640, height: 480), frameRate: 30)
+        #expect(choice?.size == VideoSize(width: 640, height: 480))
+    }
+}
