@@ -42,10 +42,15 @@ public final class TestXServer: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Stops every client, then the server.
+    /// Stops every client, then the server, and removes the socket and lock file it leaves
+    /// behind when killed (so the display number is free again, and device lists stay clean).
     public func stop() {
         lock.withLock { clients }.forEach { $0.stop() }
         server.stop()
+        let number = display.dropFirst()
+        for leftover in ["/tmp/.X11-unix/X\(number)", "/tmp/.X\(number)-lock"] {
+            try? FileManager.default.removeItem(atPath: leftover)
+        }
     }
 
     /// Shows a video file in a borderless window with its top-left corner at (`x`, `y`), at its own
