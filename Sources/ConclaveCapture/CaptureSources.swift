@@ -9,8 +9,11 @@ public import Logging
 /// slot of the sender's pacer) takes the newest picture there is. A device slower than the
 /// nominal rate has its pictures repeated, a faster one has pictures skipped, so RTP timestamps
 /// always advance by one frame duration per frame and match real time; a device's jitter never
-/// reaches the timestamps. The cost is up to one frame duration of latency, the time a picture
-/// waits for its slot.
+/// reaches the timestamps. The cost is latency: `MediaSender` takes (and encodes) the next
+/// picture right after sending the previous frame, one frame duration before it is due, and the
+/// picture may have waited up to one more in the mailbox: 1 to 2 frame durations (33 to 67 ms at
+/// 30 fps). Waiting in `waitUntilReady` for the slot's instant would save one of them at the
+/// price of a second timer wake-up per frame.
 struct CaptureFeed {
     let capture: DeviceCapture
     let timeline: FrameTimeline
