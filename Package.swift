@@ -38,6 +38,8 @@ let package = Package(
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
+        system("CSDL2", "sdl2", "libsdl2-dev"),
+        system("CSDL2TTF", "SDL2_ttf", "libsdl2-ttf-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -129,6 +131,9 @@ let package = Package(
             ]
         ),
 
+        // The call window: SDL2 (and SDL2_ttf for the name labels) owned by one thread.
+        .target(name: "ConclaveWindow", dependencies: ["ConclaveCore", "CSDL2", "CSDL2TTF"]),
+
         // MARK: Composition
         .target(
             name: "ConclaveMedia",
@@ -191,7 +196,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
-                "ConclaveRecorderService", "ConclaveCompose",
+                "ConclaveRecorderService", "ConclaveCompose", "ConclaveWindow", "ConclaveAV",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -276,6 +281,10 @@ let package = Package(
                 "ConclaveTestSupport", "RecordingTestBed",
             ]
         ),
+        .testTarget(
+            name: "ConclaveWindowTests",
+            dependencies: ["ConclaveWindow", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
+        ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
@@ -340,7 +349,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ConclaveCLITests",
-            dependencies: ["ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient"]
+            dependencies: [
+                "ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient", "ConclaveWindow",
+                "ConclaveCore",
+                "ConclaveMedia",
+            ]
         ),
         .testTarget(
             name: "ConclaveCallTests",
