@@ -65,12 +65,13 @@ import Testing
             }
         }
         #expect(later != nil, "frame numbers advance past \(firstNumber)")
-        #expect(alice.framesDecrypted(from: "bob") > 0)
 
         // Closing the window (as a window manager's close button does) leaves the call cleanly.
         try server.closeWindow(titled: "Conclave call \(call.callID)")
         #expect(await alice.waitForExit(timeout: .seconds(20)) == 0, "\(alice.errorOutput)")
         #expect(alice.lastStatus?["state"] as? String == "left")
+        // The final status line: what the window showed was Bob's decrypted video.
+        #expect(alice.framesDecrypted(from: "bob") > 0)
         let output = (try? String(contentsOf: alice.stdoutFile, encoding: .utf8)) ?? ""
         #expect(output.contains("window: leaving the call"))
         // Bob sees Alice go; he never opened a window.
