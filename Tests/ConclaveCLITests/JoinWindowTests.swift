@@ -38,10 +38,8 @@ import Testing
         defer { server.stop() }
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed, names: ["alice", "bob"])
-        setenv("DISPLAY", server.display, 1)
-        defer { unsetenv("DISPLAY") }
-        let alice = try call.join("alice", ["--window", "--duration", "60"])
-        let bob = try call.join("bob", ["--no-window", "--duration", "60"])
+        let alice = try await server.withDisplay { try call.join("alice", ["--window", "--duration", "60"]) }
+        let bob = try await server.withDisplay { try call.join("bob", ["--no-window", "--duration", "60"]) }
 
         // Alice's window (at the screen's top left, 960x540) holds one tile: Bob's 320x240 pattern.
         let tile = CallWindowLayout.tiles(count: 1, width: 960, height: 540)[0]
@@ -84,9 +82,9 @@ import Testing
     @Test func aWindowWithoutADisplayIsOneLineAndTheCallGoesOn() async throws {
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed, names: ["alice"])
-        setenv("DISPLAY", ":4999", 1)
-        defer { unsetenv("DISPLAY") }
-        let result = try call.joinToCompletion("alice", ["--window", "--duration", "3"])
+        let result = try await TestXServer.withDisplay(":4999") {
+            try call.joinToCompletion("alice", ["--window", "--duration", "3"])
+        }
         #expect(result.succeeded, "\(result.errorOutput)")
         let lines = result.output.split(separator: "\n").filter { $0.contains("call window") }
         #expect(lines.count == 1, "\(result.output)")

@@ -33,6 +33,22 @@ public final class TestXServer: Sendable {
     /// Stops the server.
     public func stop() { process.stop() }
 
+    /// Runs `body` with `DISPLAY` naming this server (see ``withDisplay(_:_:)``).
+    public func withDisplay<T>(_ body: () async throws -> T) async rethrows -> T {
+        try await Self.withDisplay(display, body)
+    }
+
+    /// Runs `body` with `DISPLAY` set to `display`, then puts the process's `DISPLAY` back as it
+    /// was (other tests in the process start children with it).
+    public static func withDisplay<T>(_ display: String, _ body: () async throws -> T) async rethrows -> T {
+        let previous = getenv("DISPLAY").map { String(cString: $0) }
+        setenv("DISPLAY", display, 1)
+        defer {
+            if let previous { setenv("DISPLAY", previous, 1) } else { unsetenv("DISPLAY") }
+        }
+        return try await body()
+    }
+
     /// The luma of a rectangle of the screen (ffmpeg's x11grab; BT.601 limited range).
     public func grabLuma(x: Int, y: Int, width: Int, height: Int) throws -> [UInt8] {
         let result = try runProcess(
