@@ -101,7 +101,12 @@ public final class CallWindow: Sendable {
     /// Presses a key as if on the keyboard: the event goes through SDL's queue like a real one.
     /// For tests, which have no keyboard (Xvfb has no XTest here).
     package func press(_ key: WindowKey) {
-        mailbox.post { $0.keys.append(key) }
+        mailbox.post { $0.keys.append((key, true)) }
+    }
+
+    /// Releases a key pressed with ``press(_:)`` (Tab shows the status table while held).
+    package func release(_ key: WindowKey) {
+        mailbox.post { $0.keys.append((key, false)) }
     }
 
     /// Draws what the window holds now and reads it back; nil once the window is closed.
@@ -127,7 +132,8 @@ struct WindowMail: Sendable {
     var changes: [WindowChange] = []
     /// The newest picture of each participant.
     var pictures: [UInt64: VideoFrame] = [:]
-    var keys: [WindowKey] = []
+    /// Keys pressed (true) and released (false) by ``CallWindow/press(_:)`` and ``CallWindow/release(_:)``.
+    var keys: [(WindowKey, Bool)] = []
     var snapshots: [CheckedContinuation<WindowSnapshot?, Never>] = []
     var stop = false
 

@@ -230,7 +230,7 @@ final class WindowLoop {
             }
         }
         for (id, picture) in mail.pictures { upload(picture, for: id) }
-        for key in mail.keys { pushKey(key) }
+        for (key, down) in mail.keys { pushKey(key, down: down) }
         if mail.stop { running = false }
         if !mail.changes.isEmpty || !mail.pictures.isEmpty { dirty = true }
         if !mail.snapshots.isEmpty {
@@ -240,7 +240,7 @@ final class WindowLoop {
     }
 
     /// Puts a key press in SDL's queue, so it takes the path a real one takes.
-    private func pushKey(_ key: WindowKey) {
+    private func pushKey(_ key: WindowKey, down: Bool) {
         let symbol: SDL_KeyCode =
             switch key {
             case .m: SDLK_m
@@ -248,10 +248,11 @@ final class WindowLoop {
             case .s: SDLK_s
             case .f: SDLK_f
             case .q: SDLK_q
+            case .tab: SDLK_TAB
             }
         var event = SDL_Event()
-        event.type = SDL_KEYDOWN.rawValue
-        event.key.state = UInt8(SDL_PRESSED)
+        event.type = down ? SDL_KEYDOWN.rawValue : SDL_KEYUP.rawValue
+        event.key.state = UInt8(down ? SDL_PRESSED : SDL_RELEASED)
         event.key.keysym.sym = SDL_Keycode(symbol.rawValue)
         _ = SDL_PushEvent(&event)
     }

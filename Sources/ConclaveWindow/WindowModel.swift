@@ -18,6 +18,8 @@ public enum WindowCommand: Sendable, Hashable {
 /// The keys the window answers to, for tests that press them without a keyboard.
 public enum WindowKey: Sendable, Hashable, CaseIterable {
     case m, v, s, f, q
+    /// Held: the status table.
+    case tab
 }
 
 /// A participant's indicators, drawn at the bottom right of their tile.

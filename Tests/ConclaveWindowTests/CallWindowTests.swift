@@ -125,6 +125,34 @@ struct CallWindowTests {
         #expect(received == [.toggleMute, .toggleCamera, .toggleScreenShare, .leave])
     }
 
+    @Test("the status table shows while Tab is held, over the tiles, and goes when it is released")
+    func statusOverlay() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        window.participantJoined(id: 1, display: "alice")
+        window.statusText(["call 1  room 2  as bob", "PARTICIPANT           CODECS", "alice                 h264"])
+        let before = try #require(await window.snapshot())
+        window.press(.tab)
+        // The key event is queued behind the first snapshot's wake-up: the second sees it handled.
+        _ = await window.snapshot()
+        let held = try #require(await window.snapshot())
+        window.release(.tab)
+        _ = await window.snapshot()
+        let after = try #require(await window.snapshot())
+        // White text on a dark box at the top left: bright pixels there only while Tab is held.
+        func brightPixels(_ snapshot: WindowSnapshot) -> Int {
+            var count = 0
+            for y in 8..<80 {
+                for x in 8..<400 where snapshot.pixel(x: x, y: y).red > 200 { count += 1 }
+            }
+            return count
+        }
+        #expect(brightPixels(before) == 0)
+        #expect(brightPixels(held) > 100)
+        #expect(brightPixels(after) == 0)
+        await window.close()
+    }
+
     @Test("no display: one clear error, no trap")
     func noDisplay() async {
         await TestXServer.withDisplay(":4999") {
