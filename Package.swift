@@ -39,6 +39,8 @@ let package = Package(
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
         system("CFFmpegDevice", "libavdevice", "libavdevice-dev"),
+        system("CSDL2", "sdl2", "libsdl2-dev"),
+        system("CSDL2TTF", "SDL2_ttf", "libsdl2-ttf-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -131,6 +133,9 @@ let package = Package(
             ]
         ),
 
+        // The call window: SDL2 (and SDL2_ttf for the name labels) owned by one thread.
+        .target(name: "ConclaveWindow", dependencies: ["ConclaveCore", "CSDL2", "CSDL2TTF"]),
+
         // MARK: Composition
         .target(
             name: "ConclaveMedia",
@@ -202,7 +207,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
-                "ConclaveRecorderService", "ConclaveCompose", "ConclaveCapture",
+                "ConclaveRecorderService", "ConclaveCompose", "ConclaveCapture", "ConclaveWindow", "ConclaveAV",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -294,6 +299,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(
+            name: "ConclaveWindowTests",
+            dependencies: ["ConclaveWindow", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
+        ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
@@ -359,7 +368,8 @@ let package = Package(
         .testTarget(
             name: "ConclaveCLITests",
             dependencies: [
-                "ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient", "ConclaveCore",
+                "ConclaveTestSupport", "JanusTestBed", "RabbitMQTestBed", "STOMPClient", "ConclaveWindow",
+                "ConclaveCore",
                 "ConclaveMedia",
             ]
         ),

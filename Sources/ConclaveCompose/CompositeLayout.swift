@@ -1,17 +1,11 @@
+import ConclaveCore
+
 /// How the tiles of a composite are arranged.
 public enum CompositeLayout: String, Sendable, CaseIterable {
     /// Everyone in equal tiles, re-laid out whenever someone joins or leaves.
     case grid
     /// The active speaker large, the others in a strip below.
     case speaker
-}
-
-/// A rectangle of the output picture, in pixels (even numbers, for 4:2:0).
-struct TileRect: Sendable, Hashable {
-    var x: Int
-    var y: Int
-    var width: Int
-    var height: Int
 }
 
 /// Where each tile goes for a number of tiles: pure geometry, no state.
@@ -37,33 +31,13 @@ enum LayoutGeometry {
         }
     }
 
-    /// Equal tiles, rows filled left to right, a last row that is not full centered.
+    /// Equal tiles (ConclaveCore's `TileGrid`, shared with the call window).
     static func grid(count: Int, x: Int, y: Int, width: Int, height: Int) -> [TileRect] {
-        var columns = 1
-        while columns * columns < count { columns += 1 }
-        let rows = (count + columns - 1) / columns
-        let tileWidth = even(width / columns)
-        let tileHeight = even(height / rows)
-        var rectangles: [TileRect] = []
-        for index in 0..<count {
-            let row = index / columns
-            let column = index % columns
-            let inRow = row == rows - 1 ? count - row * columns : columns
-            let left = offset((width - inRow * tileWidth) / 2)
-            rectangles.append(
-                TileRect(
-                    x: x + left + column * tileWidth,
-                    y: y + row * tileHeight,
-                    width: tileWidth,
-                    height: tileHeight
-                )
-            )
-        }
-        return rectangles
+        TileGrid.rectangles(count: count, x: x, y: y, width: width, height: height)
     }
 
     /// A size: even, at least 2.
-    static func even(_ value: Int) -> Int { max(2, value & ~1) }
+    static func even(_ value: Int) -> Int { TileGrid.even(value) }
     /// A position: even, at least 0.
-    static func offset(_ value: Int) -> Int { max(0, value & ~1) }
+    static func offset(_ value: Int) -> Int { TileGrid.offset(value) }
 }

@@ -147,10 +147,9 @@ public final class LiveComposite: Sendable {
     final class Inbox: @unchecked Sendable {
         private struct State {
             var events: [Event] = []
-            var videoQueued = 0
+            /// Video admission: dropped when full, resumed per feed at its next keyframe.
+            var video = KeyframeGate(limit: LiveComposite.videoQueueLimit)
             var audioQueued = 0
-            /// Feeds whose video was dropped: their frames are dropped up to the next keyframe.
-            var waitingForKeyframe: Set<UInt64> = []
             var finished = false
         }
 
@@ -170,18 +169,10 @@ public final class LiveComposite: Sendable {
                     }
                     state.audioQueued += 1
                 } else {
-                    if state.waitingForKeyframe.contains(feedID) {
-                        guard frame.isKeyframe, state.videoQueued < LiveComposite.videoQueueLimit else {
-                            counters.videoDropped.add(1, ordering: .relaxed)
-                            return
-                        }
-                        state.waitingForKeyframe.remove(feedID)
-                    } else if state.videoQueued >= LiveComposite.videoQueueLimit {
-                        state.waitingForKeyframe.insert(feedID)
+                    guard state.video.admit(feedID: feedID, isKeyframe: frame.isKeyframe) else {
                         counters.videoDropped.add(1, ordering: .relaxed)
                         return
                     }
-                    state.videoQueued += 1
                 }
             }
             state.events.append(event)
@@ -201,7 +192,7 @@ public final class LiveComposite: Sendable {
             defer { condition.unlock() }
             while !state.finished, condition.wait(until: deadline) {}
             swap(&batch, &state.events)
-            state.videoQueued = 0
+            state.video.drained()
             state.audioQueued = 0
             return state.finished
         }
@@ -250,14 +241,12 @@ public final class LiveComposite: Sendable {
 final class LiveWorker {
     private struct Participant {
         var index: Int
-        var video: MediaStreamDecoder?
+        let video = ReceivedVideoDecoder()
         var audio: MediaStreamDecoder?
         var picture: VideoFrame?
         var pictureFrame = 0
         /// Interleaved stereo samples not yet mixed.
         var samples: [Float] = []
-        /// The decoder failed: it is recreated at the next keyframe.
-        var videoBroken = false
     }
 
     /// Audio a participant may run ahead of the mix before the oldest is dropped (jitter in
@@ -358,19 +347,12 @@ final class LiveWorker {
     }
 
     private func decodeVideo(_ frame: EncodedFrame, _ participant: inout Participant) {
-        if participant.videoBroken || participant.video?.stream.codec != frame.codec {
-            guard frame.isKeyframe else { return }
-            participant.video = try? MediaStreamDecoder(codec: frame.codec, name: "live \(frame.codec)")
-            participant.videoBroken = participant.video == nil
-        }
-        guard let decoder = participant.video else { return }
         do {
-            for case .video(let picture, _) in try decoder.decode(frame) {
+            if let picture = try participant.video.decode(frame) {
                 participant.picture = picture
                 participant.pictureFrame = framesWritten
             }
         } catch {
-            participant.videoBroken = true
             note("video of participant \(participant.index + 1): \(error.reason); resumed at the next keyframe")
         }
     }

@@ -272,6 +272,9 @@ struct CallOptions: ParsableArguments {
         }
     }
 
+    @Flag(inversion: .prefixedNo, help: "Show the call window (default: with a DISPLAY and a terminal).")
+    var window: Bool?
+
     @Option(help: "Leave after this many seconds.")
     var duration: Double?
 
@@ -370,6 +373,8 @@ struct CallRunner {
             }
         }
         if let liveComposite { observers.append(liveComposite) }
+        let callWindow = await CallWindowOutput.start(options.window, callID: callID, stop: stop)
+        if let callWindow { observers.append(callWindow) }
 
         let codec = options.codec ?? settings.videoCodec ?? .h264
         guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
@@ -457,9 +462,11 @@ struct CallRunner {
             await signaling?.close()
             _ = await liveComposite?.finish()
             _ = await recording?.finish()
+            await callWindow?.close()
             throw CallCommandError(error.description)
         }
         try await joined(session)
+        callWindow?.follow(session)
         if let brokerKeys, key == nil {
             // Scripts wait for this line.
             print("no key for call \(callID): asking the participants for it (rejoin by request)")
@@ -487,6 +494,7 @@ struct CallRunner {
         printer.cancel()
         let final = await session.status()
         await session.leave()
+        await callWindow?.close()
         let compositeReport = await liveComposite?.finish()
         await brokerKeys?.coordinator.stop(keepHistory: (signaling?.keepHistory ?? false) || options.record != nil)
         await signaling?.close()

@@ -30,6 +30,7 @@ private let stopSignalPipe = Atomic<Int32>(-1)
 /// alive here (its handler runs on its own queue).
 final class StopSignals: @unchecked Sendable {
     private let signals: AsyncStream<Int32>
+    private let continuation: AsyncStream<Int32>.Continuation
     /// Watches the pipe; nil when no pipe could be made.
     private let source: (any DispatchSourceRead)?
 
@@ -38,6 +39,7 @@ final class StopSignals: @unchecked Sendable {
         var ends: [Int32] = [-1, -1]
         let (signals, continuation) = AsyncStream.makeStream(of: Int32.self)
         self.signals = signals
+        self.continuation = continuation
         // Without a pipe (out of descriptors at start-up) the signals keep their default action
         // and still end the process, only without the clean finish.
         guard pipe(&ends) == 0 else {
@@ -66,6 +68,9 @@ final class StopSignals: @unchecked Sendable {
             }
         }
     }
+
+    /// Stops the wait as SIGINT does (the call window's `q` and close button).
+    func requestStop() { continuation.yield(SIGINT) }
 
     /// Waits for SIGINT or SIGTERM, or for `timeout` when given; returns what came first.
     func wait(timeout: Duration?) async -> StopReason {

@@ -19,7 +19,7 @@ public final class TestXServer: @unchecked Sendable {
     private var clients: [BackgroundProcess] = []
 
     /// Starts Xvfb with one screen of `width` x `height` at 24 bits.
-    public init(width: Int = 640, height: Int = 480) throws {
+    public init(width: Int = 1280, height: Int = 720) throws {
         let executable: String
         do { executable = try which("Xvfb") } catch {
             throw SubprocessError(description: "Xvfb is needed by this test and is not on PATH (apt install xvfb)")
@@ -72,4 +72,85 @@ public final class TestXServer: @unchecked Sendable {
         lock.withLock { clients.append(player) }
         return player
     }
+
+    /// Runs `body` with `DISPLAY` naming this server (see ``withDisplay(_:_:)``).
+    public func withDisplay<T>(_ body: () async throws -> T) async rethrows -> T {
+        try await Self.withDisplay(display, body)
+    }
+
+    /// Runs `body` with `DISPLAY` set to `display`, then puts the process's `DISPLAY` back as it
+    /// was (other tests in the process start children with it).
+    public static func withDisplay<T>(_ display: String, _ body: () async throws -> T) async rethrows -> T {
+        let previous = getenv("DISPLAY").map { String(cString: $0) }
+        setenv("DISPLAY", display, 1)
+        defer {
+            if let previous { setenv("DISPLAY", previous, 1) } else { unsetenv("DISPLAY") }
+        }
+        return try await body()
+    }
+
+    /// The luma of a rectangle of the screen (ffmpeg's x11grab; BT.601 limited range).
+    public func grabLuma(x: Int, y: Int, width: Int, height: Int) throws -> [UInt8] {
+        let result = try runProcess(
+            "ffmpeg",
+            [
+                "-hide_banner", "-loglevel", "error", "-f", "x11grab", "-video_size", "\(width)x\(height)",
+                "-i", "\(display)+\(x),\(y)", "-frames:v", "1", "-pix_fmt", "gray", "-f", "rawvideo", "-",
+            ]
+        )
+        guard result.succeeded, result.stdout.count == width * height else {
+            throw SubprocessError(description: "x11grab of \(display) failed: \(result.errorOutput)")
+        }
+        return [UInt8](result.stdout)
+    }
+
+    /// Asks the top-level window titled `title` to close, as a window manager's close button does
+    /// (a `WM_DELETE_WINDOW` client message, sent with libX11 through Python's ctypes).
+    public func closeWindow(titled title: String) throws {
+        let result = try runProcess(
+            try TestPaths.python(),
+            ["-c", Self.closeScript, display, title]
+        )
+        guard result.succeeded else {
+            throw SubprocessError(description: "cannot close the window \(title): \(result.errorOutput)")
+        }
+    }
+
+    private static let closeScript = """
+        import ctypes, sys
+        x = ctypes.CDLL("libX11.so.6")
+        x.XOpenDisplay.restype = ctypes.c_void_p
+        x.XDefaultRootWindow.restype = ctypes.c_ulong
+        x.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
+        x.XInternAtom.restype = ctypes.c_ulong
+        x.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        x.XQueryTree.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.POINTER(ctypes.c_ulong),
+            ctypes.POINTER(ctypes.c_ulong), ctypes.POINTER(ctypes.POINTER(ctypes.c_ulong)),
+            ctypes.POINTER(ctypes.c_uint)]
+        x.XFetchName.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.POINTER(ctypes.c_char_p)]
+        x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+        x.XFlush.argtypes = [ctypes.c_void_p]
+        class ClientMessage(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
+                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
+                ("format", ctypes.c_int), ("l", ctypes.c_long * 5), ("pad", ctypes.c_long * 12)]
+        d = x.XOpenDisplay(sys.argv[1].encode())
+        if not d: sys.exit("no display " + sys.argv[1])
+        root = x.XDefaultRootWindow(d)
+        r, p, n = ctypes.c_ulong(), ctypes.c_ulong(), ctypes.c_uint()
+        children = ctypes.POINTER(ctypes.c_ulong)()
+        x.XQueryTree(d, root, ctypes.byref(r), ctypes.byref(p), ctypes.byref(children), ctypes.byref(n))
+        protocols = x.XInternAtom(d, b"WM_PROTOCOLS", 0)
+        delete = x.XInternAtom(d, b"WM_DELETE_WINDOW", 0)
+        sent = 0
+        for i in range(n.value):
+            name = ctypes.c_char_p()
+            if x.XFetchName(d, children[i], ctypes.byref(name)) and name.value == sys.argv[2].encode():
+                event = ClientMessage(type=33, send_event=1, window=children[i], message_type=protocols, format=32)
+                event.l[0] = delete
+                x.XSendEvent(d, children[i], 0, 0, ctypes.byref(event))
+                sent += 1
+        x.XFlush(d)
+        if not sent: sys.exit("no window titled " + sys.argv[2])
+        """
 }

@@ -1,0 +1,197 @@
+public import ConclaveCore
+
+/// What a key press in the call window (or closing it) asks of the call. The window handles
+/// fullscreen itself and reports it too.
+public enum WindowCommand: Sendable, Hashable {
+    /// `m`: mute or unmute the microphone.
+    case toggleMute
+    /// `v`: turn the camera off or on.
+    case toggleCamera
+    /// `s`: start or stop sharing the screen.
+    case toggleScreenShare
+    /// `f`: the window went to or left fullscreen.
+    case toggleFullscreen
+    /// `q`, or the window was closed: leave the call.
+    case leave
+}
+
+/// The keys the window answers to, for tests that press them without a keyboard.
+public enum WindowKey: Sendable, Hashable, CaseIterable {
+    case m, v, s, f, q
+    /// Held: the status table.
+    case tab
+}
+
+/// A participant's indicators, drawn at the bottom right of their tile.
+public struct ParticipantState: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// Their microphone is muted.
+    public static let muted = ParticipantState(rawValue: 1 << 0)
+    /// They send no video.
+    public static let videoOff = ParticipantState(rawValue: 1 << 1)
+    /// Their frames do not decrypt: a key problem (the call's key is not the one they use).
+    public static let undecryptable = ParticipantState(rawValue: 1 << 2)
+    /// Their media arrives with losses or late.
+    public static let poorConnection = ParticipantState(rawValue: 1 << 3)
+}
+
+/// One indicator: its text and its colour (RGB).
+public enum Indicator: Int, Sendable, Hashable, CaseIterable {
+    case muted, videoOff, keyProblem, poorConnection
+
+    /// The state bit it shows.
+    public var state: ParticipantState {
+        switch self {
+        case .muted: .muted
+        case .videoOff: .videoOff
+        case .keyProblem: .undecryptable
+        case .poorConnection: .poorConnection
+        }
+    }
+
+    public var text: String {
+        switch self {
+        case .muted: "muted"
+        case .videoOff: "video off"
+        case .keyProblem: "key problem"
+        case .poorConnection: "poor connection"
+        }
+    }
+
+    /// The box's colour: distinct enough to tell apart at a glance (and in a test's pixels).
+    public var color: RGB {
+        switch self {
+        case .muted: RGB(200, 30, 30)
+        case .videoOff: RGB(90, 90, 90)
+        case .keyProblem: RGB(230, 120, 0)
+        case .poorConnection: RGB(200, 190, 0)
+        }
+    }
+}
+
+/// A colour of the window.
+public struct RGB: Sendable, Hashable {
+    public var red: UInt8
+    public var green: UInt8
+    public var blue: UInt8
+
+    public init(_ red: UInt8, _ green: UInt8, _ blue: UInt8) {
+        self.red = red
+        self.green = green
+        self.blue = blue
+    }
+
+    /// The active speaker's border.
+    public static let speaker = RGB(80, 200, 120)
+}
+
+/// Where things go in the window: pure geometry, shared by the renderer and by tests that read
+/// the window back.
+public enum CallWindowLayout {
+    /// Space around each picture inside its tile; the active speaker's border is drawn there.
+    public static let border = 4
+    /// An indicator box's height, and the gap between boxes.
+    public static let indicatorHeight = 22
+    static let indicatorGap = 4
+    static let indicatorWidth = 120
+
+    /// The tiles of `count` participants in a window of `width` x `height`.
+    public static func tiles(count: Int, width: Int, height: Int) -> [TileRect] {
+        TileGrid.rectangles(count: count, width: width, height: height)
+    }
+
+    /// Where a picture of `pictureWidth` x `pictureHeight` is drawn in `tile`: as large as fits
+    /// inside the border, aspect ratio kept, centred.
+    public static func pictureRect(in tile: TileRect, pictureWidth: Int, pictureHeight: Int) -> TileRect {
+        let width = max(1, tile.width - 2 * border)
+        let height = max(1, tile.height - 2 * border)
+        guard pictureWidth > 0, pictureHeight > 0 else {
+            return TileRect(x: tile.x + border, y: tile.y + border, width: width, height: height)
+        }
+        var fittedWidth = width
+        var fittedHeight = width * pictureHeight / pictureWidth
+        if fittedHeight > height {
+            fittedHeight = height
+            fittedWidth = height * pictureWidth / pictureHeight
+        }
+        return TileRect(
+            x: tile.x + (tile.width - fittedWidth) / 2,
+            y: tile.y + (tile.height - fittedHeight) / 2,
+            width: fittedWidth,
+            height: fittedHeight
+        )
+    }
+
+    /// The boxes of the indicators in `state`, stacked up from the tile's bottom right corner
+    /// (away from the top of the picture).
+    public static func indicatorRects(in tile: TileRect, state: ParticipantState) -> [Indicator: TileRect] {
+        var rects: [Indicator: TileRect] = [:]
+        var bottom = tile.y + tile.height - border - indicatorGap
+        for indicator in Indicator.allCases where state.contains(indicator.state) {
+            let width = min(indicatorWidth, max(1, tile.width - 2 * border))
+            rects[indicator] = TileRect(
+                x: tile.x + tile.width - border - indicatorGap - width,
+                y: bottom - indicatorHeight,
+                width: width,
+                height: indicatorHeight
+            )
+            bottom -= indicatorHeight + indicatorGap
+        }
+        return rects
+    }
+}
+
+/// The window's pixels and geometry as last drawn: for tests (read back with
+/// `SDL_RenderReadPixels`) and diagnostics.
+public struct WindowSnapshot: Sendable {
+    /// Where one participant's tile was drawn.
+    public struct Tile: Sendable, Hashable {
+        public var tile: TileRect
+        /// Where their picture was drawn; nil when they had none.
+        public var picture: TileRect?
+        public var indicators: [Indicator: TileRect]
+    }
+
+    public var width: Int
+    public var height: Int
+    /// RGB, 3 bytes a pixel, rows top to bottom, no padding.
+    public var rgb: [UInt8]
+    /// Participants in grid order.
+    public var order: [UInt64]
+    public var tiles: [UInt64: Tile]
+
+    /// The pixel at (x, y).
+    public func pixel(x: Int, y: Int) -> RGB {
+        let offset = (y * width + x) * 3
+        return RGB(rgb[offset], rgb[offset + 1], rgb[offset + 2])
+    }
+
+    /// The luma (BT.601, limited range like the pictures) of `rect`, resampled to `width` x
+    /// `height` by nearest neighbour: a picture shown scaled, read back at its own size.
+    public func luma(of rect: TileRect, width outWidth: Int, height outHeight: Int) -> VideoFrame? {
+        guard outWidth > 0, outHeight > 0, rect.width > 0, rect.height > 0 else { return nil }
+        var data = [UInt8](repeating: 128, count: VideoFrame.byteCount(width: outWidth, height: outHeight))
+        for row in 0..<outHeight {
+            let y = min(height - 1, rect.y + row * rect.height / outHeight)
+            for column in 0..<outWidth {
+                let x = min(width - 1, rect.x + column * rect.width / outWidth)
+                let color = pixel(x: x, y: y)
+                let luma = (66 * Int(color.red) + 129 * Int(color.green) + 25 * Int(color.blue) + 128) >> 8 + 16
+                data[row * outWidth + column] = UInt8(min(255, luma))
+            }
+        }
+        return try? VideoFrame(width: outWidth, height: outHeight, data: data, rtpTimestamp: 0)
+    }
+}
+
+/// The window could not be opened (no display, no renderer) or failed.
+public struct WindowError: Error, Sendable, CustomStringConvertible {
+    /// What was being done.
+    public var stage: String
+    /// SDL's own words.
+    public var reason: String
+
+    public var description: String { "call window: \(stage): \(reason)" }
+}

@@ -1,0 +1,93 @@
+import ConclaveCore
+import ConclaveMedia
+import ConclaveTestSupport
+import ConclaveWindow
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// End-to-end: `conclave join --window` on a private Xvfb shows the other participant's pattern,
+/// read from the screen, with frame numbers that advance; closing the window leaves the call.
+@Suite(.serialized) struct JoinWindowTests {
+    /// The pattern's frame number in the rectangle of the screen where a 320x240 picture is drawn.
+    static func frameNumber(_ server: TestXServer, _ rect: TileRect) -> Int? {
+        guard let luma = try? server.grabLuma(x: rect.x, y: rect.y, width: rect.width, height: rect.height) else {
+            return nil
+        }
+        // Back to the picture's own size (nearest neighbour), where the code strip's cells are.
+        let width = 320
+        let height = 240
+        var data = [UInt8](repeating: 128, count: VideoFrame.byteCount(width: width, height: height))
+        for row in 0..<height {
+            for column in 0..<width {
+                data[row * width + column] =
+                    luma[(row * rect.height / height) * rect.width + column * rect.width / width]
+            }
+        }
+        guard let picture = try? VideoFrame(width: width, height: height, data: data, rtpTimestamp: 0) else {
+            return nil
+        }
+        return PatternReader.read(picture)?.frameNumber
+    }
+
+    @Test func theWindowShowsTheOtherParticipantsPatternAndClosingItLeaves() async throws {
+        let server = try TestXServer()
+        defer { server.stop() }
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
+        let alice = try await server.withDisplay { try call.join("alice", ["--window", "--duration", "60"]) }
+        let bob = try await server.withDisplay { try call.join("bob", ["--no-window", "--duration", "60"]) }
+
+        // Alice's window (at the screen's top left, 960x540) holds one tile: Bob's 320x240 pattern.
+        let tile = CallWindowLayout.tiles(count: 1, width: 960, height: 540)[0]
+        let rect = CallWindowLayout.pictureRect(in: tile, pictureWidth: 320, pictureHeight: 240)
+        var first: Int?
+        var shownAt: Duration?
+        let start = ContinuousClock.now
+        while first == nil, ContinuousClock.now - start < .seconds(30), alice.isRunning {
+            first = Self.frameNumber(server, rect)
+            shownAt = start.duration(to: .now)
+        }
+        let firstNumber = try #require(first, "Bob's pattern on Alice's screen: \(alice.errorOutput)")
+        print("window: Bob's frame \(firstNumber) read from the screen after \(shownAt ?? .zero)")
+        // The pictures move on: a later grab reads a later frame.
+        var later: Int?
+        let again = ContinuousClock.now
+        while ContinuousClock.now - again < .seconds(10) {
+            if let number = Self.frameNumber(server, rect), number > firstNumber {
+                later = number
+                break
+            }
+        }
+        #expect(later != nil, "frame numbers advance past \(firstNumber)")
+
+        // Closing the window (as a window manager's close button does) leaves the call cleanly.
+        try server.closeWindow(titled: "Conclave call \(call.callID)")
+        #expect(await alice.waitForExit(timeout: .seconds(20)) == 0, "\(alice.errorOutput)")
+        #expect(alice.lastStatus?["state"] as? String == "left")
+        // The final status line: what the window showed was Bob's decrypted video.
+        #expect(alice.framesDecrypted(from: "bob") > 0)
+        let output = (try? String(contentsOf: alice.stdoutFile, encoding: .utf8)) ?? ""
+        #expect(output.contains("window: leaving the call"))
+        // Bob sees Alice go; he never opened a window.
+        let noticed = await waitUntil(timeout: .seconds(10)) { bob.participant("alice")?["present"] as? Bool == false }
+        #expect(noticed != nil)
+        bob.signal(SIGTERM)
+        #expect(await bob.waitForExit() == 0)
+    }
+
+    @Test func aWindowWithoutADisplayIsOneLineAndTheCallGoesOn() async throws {
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice"])
+        let result = try await TestXServer.withDisplay(":4999") {
+            try call.joinToCompletion("alice", ["--window", "--duration", "3"])
+        }
+        #expect(result.succeeded, "\(result.errorOutput)")
+        let lines = result.output.split(separator: "\n").filter { $0.contains("call window") }
+        #expect(lines.count == 1, "\(result.output)")
+        #expect(lines.first?.contains("the call goes on without a window") == true)
+    }
+}

@@ -1,0 +1,177 @@
+import ConclaveCore
+import ConclaveMedia
+import ConclaveTestSupport
+import Foundation
+import Testing
+
+@testable import ConclaveWindow
+
+/// The call window on a private Xvfb, read back through the renderer: what it shows is checked in
+/// its pixels (the pattern's frame numbers, the indicator boxes), not in its model.
+///
+/// Serialized: SDL is one per process, and `DISPLAY` is the process's.
+@Suite(.serialized)
+struct CallWindowTests {
+    static let pictureWidth = 320
+    static let pictureHeight = 240
+
+    /// Pattern pictures with the given frame numbers.
+    static func pictures(_ numbers: [Int]) throws -> [Int: VideoFrame] {
+        let source = try PatternSource(width: pictureWidth, height: pictureHeight)
+        var pictures: [Int: VideoFrame] = [:]
+        while let frame = try source.nextFrame(), source.frameIndex <= (numbers.max() ?? 0) + 1 {
+            if numbers.contains(source.frameIndex - 1) { pictures[source.frameIndex - 1] = frame }
+        }
+        return pictures
+    }
+
+    /// Opens a window on a new Xvfb.
+    static func window() async throws -> (TestXServer, CallWindow) {
+        let server = try TestXServer()
+        let window = try await server.withDisplay {
+            try await CallWindow.open(title: "conclave test", width: 960, height: 540)
+        }
+        return (server, window)
+    }
+
+    /// The frame number of the pattern shown in a participant's tile; nil when none reads.
+    static func frameNumber(_ snapshot: WindowSnapshot, _ id: UInt64) -> Int? {
+        guard let picture = snapshot.tiles[id]?.picture,
+            let luma = snapshot.luma(of: picture, width: pictureWidth, height: pictureHeight)
+        else { return nil }
+        return PatternReader.read(luma)?.frameNumber
+    }
+
+    @Test("two participants' patterns show in their own tiles, the newest picture wins, a leave removes the tile")
+    func patternsInTiles() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        let pictures = try Self.pictures([5, 6, 42])
+        window.participantJoined(id: 1, display: "alice")
+        window.participantJoined(id: 2, display: "bob")
+        window.show(picture: try #require(pictures[5]), for: 1)
+        window.show(picture: try #require(pictures[42]), for: 2)
+        let first = try #require(await window.snapshot())
+        #expect(first.order == [1, 2])
+        #expect(Self.frameNumber(first, 1) == 5)
+        #expect(Self.frameNumber(first, 2) == 42)
+        // Side by side: alice's tile left of bob's.
+        let left = try #require(first.tiles[1]?.tile)
+        let right = try #require(first.tiles[2]?.tile)
+        #expect(left.x < right.x)
+
+        // Two pictures before the window draws: only the newest is shown.
+        window.show(picture: try #require(pictures[42]), for: 1)
+        window.show(picture: try #require(pictures[6]), for: 1)
+        let second = try #require(await window.snapshot())
+        #expect(Self.frameNumber(second, 1) == 6)
+        #expect(Self.frameNumber(second, 2) == 42)
+
+        window.participantLeft(id: 2)
+        let third = try #require(await window.snapshot())
+        #expect(third.order == [1])
+        #expect(third.tiles[2] == nil)
+        #expect(third.tiles[1]?.tile == TileRect(x: 0, y: 0, width: 960, height: 540))
+        #expect(Self.frameNumber(third, 1) == 6)
+        await window.close()
+        #expect(await window.snapshot() == nil)
+    }
+
+    @Test("an undecryptable participant gets the key-problem box, drawn in its colour; the others do not")
+    func keyProblemIndicator() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        let pictures = try Self.pictures([1])
+        window.participantJoined(id: 7, display: "carol")
+        window.participantJoined(id: 8, display: "dave")
+        window.show(picture: try #require(pictures[1]), for: 8)
+        window.setState(.undecryptable, for: 7)
+        window.activeSpeaker(id: 8)
+        let snapshot = try #require(await window.snapshot())
+        let box = try #require(snapshot.tiles[7]?.indicators[.keyProblem])
+        #expect(snapshot.tiles[8]?.indicators.isEmpty == true)
+        let colour = Indicator.keyProblem.color
+        // The box's corner (the text is in its middle) has the box's colour.
+        #expect(snapshot.pixel(x: box.x + 2, y: box.y + 2) == colour)
+        // The same place in the other tile shows no such box.
+        let other = try #require(snapshot.tiles[8]?.tile)
+        let tile = try #require(snapshot.tiles[7]?.tile)
+        let elsewhere = snapshot.pixel(x: box.x - tile.x + other.x + 2, y: box.y + 2)
+        #expect(elsewhere != colour)
+        // The active speaker's border.
+        #expect(snapshot.pixel(x: other.x + 1, y: other.y + 1) == RGB.speaker)
+        #expect(snapshot.pixel(x: tile.x + 1, y: tile.y + 1) != RGB.speaker)
+        // Cleared: the box goes.
+        window.setState([], for: 7)
+        let cleared = try #require(await window.snapshot())
+        #expect(cleared.tiles[7]?.indicators.isEmpty == true)
+        #expect(cleared.pixel(x: box.x + 2, y: box.y + 2) != colour)
+        await window.close()
+    }
+
+    @Test("m, v, s and q pressed in the window come out as commands, q as leave; the stream ends at close")
+    func keysBecomeCommands() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        for key in [WindowKey.m, .v, .s, .q, .q] { window.press(key) }
+        // Pressed keys go into SDL's queue while the first snapshot is taken; the second one's
+        // wake-up event comes after them, so once it is back every key has been handled.
+        _ = await window.snapshot()
+        _ = await window.snapshot()
+        await window.close()
+        var received: [WindowCommand] = []
+        for await command in window.commands { received.append(command) }
+        // `q` twice: one leave; the stream ends with the window.
+        #expect(received == [.toggleMute, .toggleCamera, .toggleScreenShare, .leave])
+    }
+
+    @Test("the status table shows while Tab is held, over the tiles, and goes when it is released")
+    func statusOverlay() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        window.participantJoined(id: 1, display: "alice")
+        window.statusText(["call 1  room 2  as bob", "PARTICIPANT           CODECS", "alice                 h264"])
+        let before = try #require(await window.snapshot())
+        window.press(.tab)
+        // The key event is queued behind the first snapshot's wake-up: the second sees it handled.
+        _ = await window.snapshot()
+        let held = try #require(await window.snapshot())
+        window.release(.tab)
+        _ = await window.snapshot()
+        let after = try #require(await window.snapshot())
+        // White text on a dark box at the top left: bright pixels there only while Tab is held.
+        func brightPixels(_ snapshot: WindowSnapshot) -> Int {
+            var count = 0
+            for y in 8..<80 {
+                for x in 8..<400 where snapshot.pixel(x: x, y: y).red > 200 { count += 1 }
+            }
+            return count
+        }
+        #expect(brightPixels(before) == 0)
+        #expect(brightPixels(held) > 100)
+        #expect(brightPixels(after) == 0)
+        await window.close()
+    }
+
+    @Test("no display: one clear error, no trap")
+    func noDisplay() async {
+        await TestXServer.withDisplay(":4999") {
+            do {
+                _ = try await CallWindow.open(title: "conclave test")
+                Issue.record("a window opened without a display")
+            } catch {
+                #expect("\(error)".hasPrefix("call window: cannot open the display"), "\(error)")
+            }
+        }
+    }
+
+    @Test("the grid is the composite's: tiles and aspect-kept pictures")
+    func geometry() {
+        let tiles = CallWindowLayout.tiles(count: 2, width: 960, height: 540)
+        #expect(
+            tiles == [TileRect(x: 0, y: 0, width: 480, height: 540), TileRect(x: 480, y: 0, width: 480, height: 540)]
+        )
+        let picture = CallWindowLayout.pictureRect(in: tiles[1], pictureWidth: 320, pictureHeight: 240)
+        #expect(picture == TileRect(x: 484, y: 93, width: 472, height: 354))
+    }
+}
