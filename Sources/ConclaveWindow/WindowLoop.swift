@@ -239,7 +239,8 @@ final class WindowLoop {
         }
     }
 
-    /// Puts a key press in SDL's queue, so it takes the path a real one takes.
+    /// Hands a test's key press to the handler a real one reaches, at once: a press pushed into
+    /// SDL's queue instead would be handled only after a snapshot asked for in the same batch.
     private func pushKey(_ key: WindowKey, down: Bool) {
         let symbol: SDL_KeyCode =
             switch key {
@@ -254,7 +255,7 @@ final class WindowLoop {
         event.type = down ? SDL_KEYDOWN.rawValue : SDL_KEYUP.rawValue
         event.key.state = UInt8(down ? SDL_PRESSED : SDL_RELEASED)
         event.key.keysym.sym = SDL_Keycode(symbol.rawValue)
-        _ = SDL_PushEvent(&event)
+        handle(event)
     }
 
     /// Copies a picture into the participant's texture (only when it is new, not at every draw).
