@@ -129,6 +129,9 @@ let package = Package(
             ]
         ),
 
+        // Live call audio: per-participant playout buffers (jitter, FEC, PLC), the mixer, levels.
+        .target(name: "ConclaveAudio", dependencies: ["ConclaveCore", "ConclaveOpus"]),
+
         // MARK: Composition
         .target(
             name: "ConclaveMedia",
@@ -277,6 +280,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveAudioTests", dependencies: ["ConclaveAudio", "ConclaveCore", "ConclaveOpus"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
         .testTarget(
