@@ -38,6 +38,8 @@ let package = Package(
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
+        // A C++ library: reached only through the C API of CWebRTCAudioProcessingShims.
+        system("CWebRTCAudioProcessing", "webrtc-audio-processing", "libwebrtc-audio-processing-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -49,6 +51,13 @@ let package = Package(
         .target(name: "COpenH264Shims", dependencies: ["COpenH264"]),
         .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
         .target(name: "CFFmpegFilterShims", dependencies: ["CFFmpegFilter"]),
+        // C++: a C API over webrtc::AudioProcessing (create, 10 ms frames each way, delay, destroy).
+        // SwiftPM passes the library's include path from pkg-config but not its defines, hence them.
+        .target(
+            name: "CWebRTCAudioProcessingShims",
+            dependencies: ["CWebRTCAudioProcessing"],
+            cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
+        ),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -131,6 +140,8 @@ let package = Package(
 
         // Live call audio: per-participant playout buffers (jitter, FEC, PLC), the mixer, levels.
         .target(name: "ConclaveAudio", dependencies: ["ConclaveCore", "ConclaveOpus"]),
+        // The microphone's echo cancellation, noise suppression and gain (webrtc-audio-processing).
+        .target(name: "ConclaveAudioProcessing", dependencies: ["ConclaveCore", "CWebRTCAudioProcessingShims"]),
 
         // MARK: Composition
         .target(
@@ -281,6 +292,7 @@ let package = Package(
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveAudioTests", dependencies: ["ConclaveAudio", "ConclaveCore", "ConclaveOpus"]),
+        .testTarget(name: "ConclaveAudioProcessingTests", dependencies: ["ConclaveAudioProcessing", "ConclaveCore"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
         .testTarget(
