@@ -130,6 +130,13 @@ public final class CallAudioPlayout: Sendable {
             defer { inbox.left.removeAll() }
             return (inbox.left, inbox.volumes)
         }
+        // Arrivals first: a packet taken with the leave is from before it, and must not bring the
+        // participant back.
+        for arrival in arrivals {
+            guard let buffer = buffer(for: arrival.feedID, in: &renderer) else { continue }
+            buffer.insert(arrival.frame, arrival: arrival.instant)
+        }
+        renderer.volumes = volumes
         for feedID in left {
             renderer.buffers.removeValue(forKey: feedID)
             renderer.order.removeAll { $0 == feedID }
@@ -137,11 +144,6 @@ public final class CallAudioPlayout: Sendable {
         }
         if !left.isEmpty {
             inbox.withLock { inbox in for feedID in left { inbox.volumes.removeValue(forKey: feedID) } }
-        }
-        renderer.volumes = volumes
-        for arrival in arrivals {
-            guard let buffer = buffer(for: arrival.feedID, in: &renderer) else { continue }
-            buffer.insert(arrival.frame, arrival: arrival.instant)
         }
         arrivals.removeAll(keepingCapacity: true)
         renderer.spare = arrivals

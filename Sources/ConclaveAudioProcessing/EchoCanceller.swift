@@ -76,8 +76,9 @@ public struct AudioProcessingError: Error, Sendable, Hashable, CustomStringConve
 ///
 /// Two threads use it: the output device's thread hands it what the speakers play
 /// (`analyzePlayback`, the echo reference) and the microphone's thread processes what it captures
-/// (`processCapture`). The library works on 10 ms frames, so each block (normally 20 ms) is split
-/// into 480-sample calls. One lock serialises the two directions, as the library's contract asks
+/// (`processCapture`). The library works on 10 ms frames, so each microphone block (normally
+/// 20 ms) is split into 480-sample calls, and playback of any length is cut into frames with the
+/// rest kept for the next call. One lock serialises the two directions, as the library's contract asks
 /// (a stream's setters never run during its processing); it is held for one block's processing,
 /// well under a millisecond.
 ///
@@ -95,11 +96,16 @@ public final class EchoCanceller: Sendable {
 
     /// Owns the C processor.
     ///
-    /// `@unchecked Sendable`: the pointer is only used under `lock`, and destroyed with the last
-    /// reference.
+    /// `@unchecked Sendable`: the pointer and `pending` are only used under `lock`; the processor
+    /// is destroyed with the last reference.
     private final class Processor: @unchecked Sendable {
         let pointer: OpaquePointer
-        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+        /// Playback samples short of a 10 ms frame, kept for the next `analyzePlayback`.
+        var pending: [Int16] = []
+        init(_ pointer: OpaquePointer) {
+            self.pointer = pointer
+            pending.reserveCapacity(EchoCanceller.frameSamples)
+        }
         deinit { cwap_destroy(pointer) }
     }
 
@@ -119,17 +125,32 @@ public final class EchoCanceller: Sendable {
         processor = Processor(pointer)
     }
 
-    /// Takes what the speakers are about to play (any multiple of 480 samples, 48 kHz mono).
+    /// Takes what the speakers are about to play: any number of samples, 48 kHz mono (the output
+    /// device asks for what it wants; less than a 10 ms frame waits for the next call).
     public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>) throws(AudioProcessingError) {
-        try checkLength(samples.count, "analyze playback")
         guard options.echoCancellation, let base = samples.baseAddress else { return }
+        let processor = processor
         let code: Int32 = lock.withLock { _ in
             var offset = 0
-            while offset < samples.count {
+            if !processor.pending.isEmpty {
+                let taken = min(Self.frameSamples - processor.pending.count, samples.count)
+                processor.pending.append(contentsOf: UnsafeBufferPointer(start: base, count: taken))
+                offset = taken
+                guard processor.pending.count == Self.frameSamples else { return 0 }
+                let code = processor.pending.withUnsafeBufferPointer { pending in
+                    cwap_process_reverse(processor.pointer, pending.baseAddress, Self.frameSamples)
+                }
+                processor.pending.removeAll(keepingCapacity: true)
+                if code != 0 { return code }
+            }
+            while samples.count - offset >= Self.frameSamples {
                 let code = cwap_process_reverse(processor.pointer, base + offset, Self.frameSamples)
                 if code != 0 { return code }
                 offset += Self.frameSamples
             }
+            processor.pending.append(
+                contentsOf: UnsafeBufferPointer(start: base + offset, count: samples.count - offset)
+            )
             return 0
         }
         if code != 0 { throw AudioProcessingError("analyze playback", code: code) }

@@ -49,6 +49,8 @@ import Testing
         #expect(alice.volume == 1)
         #expect(alice.statistics.played >= 140)
         #expect(alice.statistics.late == 0)
+        // A packet still in the inbox when the participant leaves does not bring them back.
+        playout.received(feedID: 1, frame: try encodedVoice(count: 1)[0], at: .now)
         playout.participantLeft(feedID: 1)
         #expect(playout.participants[1] == nil)
         var buffer = [Int16](repeating: 0, count: 960)
