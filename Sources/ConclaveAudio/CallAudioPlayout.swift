@@ -76,7 +76,7 @@ public final class CallAudioPlayout: Sendable {
     }
 
     /// Takes a participant's Opus packet as it arrives (any thread; cheap).
-    public func received(feedID: UInt64, frame: EncodedFrame, at instant: ContinuousClock.Instant) {
+    public func received(feedID: UInt64, frame: EncodedFrame, at instant: ContinuousClock.Instant = .now) {
         inbox.withLock { inbox in
             if inbox.arrivals.count >= inboxLimit { inbox.arrivals.removeFirst(inbox.arrivals.count / 2) }
             inbox.arrivals.append(Arrival(feedID: feedID, frame: frame, instant: instant))
@@ -102,8 +102,14 @@ public final class CallAudioPlayout: Sendable {
     /// Participants whose decoder could not be created (their audio is not played).
     public var failures: [UInt64: OpusCodecError] { renderer.withLock { $0.failures } }
 
-    /// Fills `output` with the mix, 48 kHz mono (the output device's thread).
-    public func render(into output: UnsafeMutableBufferPointer<Int16>, now: ContinuousClock.Instant = .now) {
+    /// Fills `output` with the mix, 48 kHz mono, from now on (the output device's thread).
+    public func render(into output: UnsafeMutableBufferPointer<Int16>) {
+        render(into: output, now: .now)
+    }
+
+    /// Fills `output` with the mix, 48 kHz mono, its first sample heard at `now` (tests drive the
+    /// clock through it).
+    public func render(into output: UnsafeMutableBufferPointer<Int16>, now: ContinuousClock.Instant) {
         renderer.withLock { renderer in
             take(into: &renderer)
             var written = 0

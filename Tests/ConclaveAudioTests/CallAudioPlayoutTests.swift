@@ -50,11 +50,11 @@ import Testing
         #expect(alice.statistics.played >= 140)
         #expect(alice.statistics.late == 0)
         // A packet still in the inbox when the participant leaves does not bring them back.
-        playout.received(feedID: 1, frame: try encodedVoice(count: 1)[0], at: .now)
+        playout.received(feedID: 1, frame: try encodedVoice(count: 1)[0])
         playout.participantLeft(feedID: 1)
         #expect(playout.participants[1] == nil)
         var buffer = [Int16](repeating: 0, count: 960)
-        buffer.withUnsafeMutableBufferPointer { playout.render(into: $0, now: .now) }
+        buffer.withUnsafeMutableBufferPointer { playout.render(into: $0) }
         #expect(playout.participants[1] == nil)
         #expect(playout.participants[2] != nil)
     }
