@@ -41,6 +41,8 @@ let package = Package(
         system("CFFmpegDevice", "libavdevice", "libavdevice-dev"),
         system("CSDL2", "sdl2", "libsdl2-dev"),
         system("CSDL2TTF", "SDL2_ttf", "libsdl2-ttf-dev"),
+        // A C++ library: reached only through the C API of CWebRTCAudioProcessingShims.
+        system("CWebRTCAudioProcessing", "webrtc-audio-processing", "libwebrtc-audio-processing-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -53,6 +55,13 @@ let package = Package(
         .target(name: "CFFmpegShims", dependencies: ["CFFmpeg"]),
         .target(name: "CFFmpegFilterShims", dependencies: ["CFFmpegFilter"]),
         .target(name: "CFFmpegDeviceShims", dependencies: ["CFFmpegDevice"]),
+        // C++: a C API over webrtc::AudioProcessing (create, 10 ms frames each way, delay, destroy).
+        // SwiftPM passes the library's include path from pkg-config but not its defines, hence them.
+        .target(
+            name: "CWebRTCAudioProcessingShims",
+            dependencies: ["CWebRTCAudioProcessing"],
+            cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
+        ),
 
         // MARK: Pure Swift, I/O-free
         .target(name: "ConclaveCore"),
@@ -135,6 +144,10 @@ let package = Package(
 
         // The call window: SDL2 (and SDL2_ttf for the name labels) owned by one thread.
         .target(name: "ConclaveWindow", dependencies: ["ConclaveCore", "CSDL2", "CSDL2TTF"]),
+        // Live call audio: per-participant playout buffers (jitter, FEC, PLC), the mixer, levels.
+        .target(name: "ConclaveAudio", dependencies: ["ConclaveCore", "ConclaveOpus"]),
+        // The microphone's echo cancellation, noise suppression and gain (webrtc-audio-processing).
+        .target(name: "ConclaveAudioProcessing", dependencies: ["ConclaveCore", "CWebRTCAudioProcessingShims"]),
 
         // MARK: Composition
         .target(
@@ -304,6 +317,8 @@ let package = Package(
             dependencies: ["ConclaveWindow", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
+        .testTarget(name: "ConclaveAudioTests", dependencies: ["ConclaveAudio", "ConclaveCore", "ConclaveOpus"]),
+        .testTarget(name: "ConclaveAudioProcessingTests", dependencies: ["ConclaveAudioProcessing", "ConclaveCore"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
         .testTarget(name: "STOMPProtocolTests", dependencies: ["STOMPProtocol", "ConclaveTestSupport"]),
         .testTarget(

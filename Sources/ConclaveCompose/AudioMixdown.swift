@@ -1,3 +1,5 @@
+import ConclaveCore
+
 /// How the mix's loudness is treated.
 public enum Loudness: Sendable, Hashable {
     /// As recorded: the sum of the participants, only held below full scale by the limiter.

@@ -1,0 +1,384 @@
+public import ConclaveCore
+public import ConclaveOpus
+
+/// How a `PlayoutBuffer` sizes its delay.
+public struct PlayoutConfiguration: Sendable, Hashable {
+    /// The shortest delay kept even on a perfect network (it absorbs the device's own pull jitter).
+    public var minimumDelay: Duration
+    /// The longest delay jitter may push the target to; beyond it late packets are lost instead.
+    public var maximumDelay: Duration
+    /// Packets held at most; the oldest is dropped beyond (about 1.3 s of 20 ms packets).
+    public var capacity: Int
+
+    /// Creates a configuration; the defaults suit a voice call (20 ms to 200 ms).
+    public init(
+        minimumDelay: Duration = .milliseconds(20),
+        maximumDelay: Duration = .milliseconds(200),
+        capacity: Int = 64
+    ) {
+        self.minimumDelay = minimumDelay
+        self.maximumDelay = maximumDelay
+        self.capacity = capacity
+    }
+}
+
+/// What a `PlayoutBuffer` has done so far.
+public struct PlayoutStatistics: Sendable, Hashable {
+    /// Frames decoded from their own packet.
+    public var played = 0
+    /// Frames made by packet-loss concealment: a loss without FEC, an underrun, or a frame inserted
+    /// to grow the delay towards its target.
+    public var concealed = 0
+    /// Lost frames rebuilt from the in-band FEC data of the packet after them.
+    public var fecRecovered = 0
+    /// Packets that arrived after their frame was played (or would have to be played to keep the
+    /// target delay) and were discarded.
+    public var late = 0
+    /// Times the buffer ran dry while the stream went on (its next packet came late but within
+    /// the concealment window); a talk spurt ending in DTX is not one.
+    public var underruns = 0
+    /// Packets discarded to bring a grown delay back to its target, or because the buffer was full.
+    public var dropped = 0
+    /// Times playback (re)started at the target delay: the first packet, after DTX or an outage,
+    /// after a timestamp jump.
+    public var resyncs = 0
+    /// How long the frame being played waited behind the fastest recent packet.
+    public var currentDelay: Duration = .zero
+    /// The delay the buffer steers towards, from the measured jitter.
+    public var targetDelay: Duration = .zero
+    /// RFC 3550 interarrival jitter.
+    public var jitter: Duration = .zero
+
+    /// Creates empty statistics.
+    public init() {}
+}
+
+/// One participant's received Opus packets, reordered, delayed just enough to absorb the
+/// network's jitter, and decoded into a steady 20 ms at a time.
+///
+/// Time is the caller's: `insert` gets each packet's arrival instant and `pull` the instant its
+/// block will be heard, so tests drive it with simulated clocks. All bookkeeping is in 48 kHz
+/// samples on 64-bit integers: RTP timestamps are unwrapped against the highest one seen, and a
+/// packet whose transit time jumps by more than `resetTransit` (a restarted or hostile sender)
+/// starts a new timeline instead of being compared with the old one, so no value can grow
+/// without bound.
+///
+/// The delay: each packet's transit (arrival minus timestamp) is compared with the fastest
+/// transit of the last one to two seconds; the largest such excess, decaying over about five
+/// seconds, plus one frame of margin, is the target delay (bounded by the configuration). The
+/// current delay is how long after the fastest packets the frame being played is heard. Playback
+/// starts (and restarts after DTX or an outage) at the target delay; while playing, a delay more
+/// than two frames above the target drops a frame per pull, and one below it inserts a concealed
+/// frame, so a delay grown by an underrun or a burst returns to the target instead of staying.
+/// Keeping the delay at or above the target (the peak plus one frame) also means that when a
+/// packet is lost, the one after it is usually there already, with the FEC that rebuilds it.
+///
+/// Losses: a missing frame whose successor is there is rebuilt from the successor's in-band FEC
+/// (SILK and hybrid packets carry it; a CELT-only successor gives ordinary concealment); a
+/// longer hole is concealed frame by frame, and a hole longer than `maximumDelay` is a new talk
+/// spurt. An empty buffer conceals three frames, then plays silence, and after `maximumDelay`
+/// waits for the next talk spurt.
+///
+/// Not thread-safe: one thread (the output device's) owns a buffer; `CallAudioPlayout` is the
+/// thread-safe front.
+public final class PlayoutBuffer {
+    /// Samples in one pull: 20 ms at 48 kHz, mono.
+    public static let frameSamples = 960
+    static let samplesPerSecond: Int64 = 48_000
+    /// A transit change this large (5 s) is a new timeline, not jitter.
+    static let resetTransit: Int64 = 5 * samplesPerSecond
+    /// Frames concealed when the buffer runs dry before falling silent (60 ms): longer PLC only
+    /// drones.
+    static let concealedWhenDry = 3
+
+    private enum State {
+        /// No playhead: before the first packet, after a reset or a long gap.
+        case waiting
+        /// `next` is the unwrapped timestamp of the next sample to decode; `dryFrames` counts the
+        /// pulls the buffer has been empty since the last decoded packet.
+        case playing(next: Int64, dryFrames: Int)
+    }
+
+    private struct Packet {
+        var timestamp: Int64
+        var frame: EncodedFrame
+    }
+
+    public let configuration: PlayoutConfiguration
+    public private(set) var statistics = PlayoutStatistics()
+
+    private let decoder: OpusAudioDecoder
+    private let minimumDelay: Int64
+    private let maximumDelay: Int64
+    private var state = State.waiting
+    /// Packets not yet decoded, sorted by timestamp, no duplicates.
+    private var queue: [Packet] = []
+    /// Decoded samples not yet pulled: `pcm[pcmStart...]`.
+    private var pcm: [Int16] = []
+    private var pcmStart = 0
+
+    /// The clock's origin: the first instant seen.
+    private var origin: ContinuousClock.Instant?
+    /// The highest RTP timestamp seen and its unwrapped value.
+    private var highest: (rtp: UInt32, unwrapped: Int64)?
+    private var lastTransit: Int64?
+    /// RFC 3550 jitter, in 1/16 samples.
+    private var jitter16: Int64 = 0
+    /// The fastest transit in the current and previous second of arrivals.
+    private var transitWindow = (start: Int64(0), current: Int64.max, previous: Int64.max)
+    /// The decaying peak of (transit - fastest transit).
+    private var peakExcess: Int64 = 0
+
+    /// Creates a buffer with its own Opus decoder (48 kHz mono).
+    public init(configuration: PlayoutConfiguration = PlayoutConfiguration()) throws(OpusCodecError) {
+        self.configuration = configuration
+        decoder = try OpusAudioDecoder(channels: 1)
+        minimumDelay = Self.samples(configuration.minimumDelay)
+        maximumDelay = max(minimumDelay, Self.samples(configuration.maximumDelay))
+        statistics.targetDelay = Self.duration(targetDelay)
+    }
+
+    /// The fastest recent transit (arrival minus timestamp, in samples).
+    private var fastestTransit: Int64 { min(transitWindow.current, transitWindow.previous) }
+
+    private var targetDelay: Int64 {
+        min(maximumDelay, max(minimumDelay, peakExcess + Int64(Self.frameSamples)))
+    }
+
+    // MARK: Packets in
+
+    /// Takes a received Opus packet and the instant it arrived.
+    ///
+    /// Packets for frames already played are counted late and discarded; duplicates are ignored.
+    public func insert(_ frame: EncodedFrame, arrival: ContinuousClock.Instant) {
+        guard frame.codec == .opus, !frame.data.isEmpty else { return }
+        let arrived = clock(arrival)
+        var timestamp = unwrap(frame.rtpTimestamp)
+        var transit = arrived &- timestamp
+        if let lastTransit, abs(transit &- lastTransit) > Self.resetTransit {
+            reset()
+            timestamp = unwrap(frame.rtpTimestamp)
+            transit = arrived &- timestamp
+        }
+        measure(transit: transit, arrived: arrived)
+        if case .playing(let next, _) = state, timestamp < next {
+            statistics.late += 1
+            return
+        }
+        var index = queue.count
+        while index > 0, queue[index - 1].timestamp >= timestamp {
+            if queue[index - 1].timestamp == timestamp { return }
+            index -= 1
+        }
+        queue.insert(Packet(timestamp: timestamp, frame: frame), at: index)
+        if queue.count > max(1, configuration.capacity) {
+            queue.removeFirst()
+            statistics.dropped += 1
+        }
+    }
+
+    private func clock(_ instant: ContinuousClock.Instant) -> Int64 {
+        guard let origin else {
+            self.origin = instant
+            return 0
+        }
+        return Self.samples(instant - origin)
+    }
+
+    private func unwrap(_ rtp: UInt32) -> Int64 {
+        guard let highest else {
+            self.highest = (rtp, Int64(rtp))
+            return Int64(rtp)
+        }
+        let unwrapped = highest.unwrapped + Int64(Int32(bitPattern: rtp &- highest.rtp))
+        if unwrapped > highest.unwrapped { self.highest = (rtp, unwrapped) }
+        return unwrapped
+    }
+
+    /// Forgets the timeline (a sender restart or a hostile jump): the next packet starts afresh.
+    private func reset() {
+        queue.removeAll(keepingCapacity: true)
+        highest = nil
+        lastTransit = nil
+        transitWindow = (0, .max, .max)
+        peakExcess = 0
+        state = .waiting
+    }
+
+    private func measure(transit: Int64, arrived: Int64) {
+        if let lastTransit {
+            let difference = abs(transit &- lastTransit)
+            jitter16 += difference - (jitter16 + 8) / 16
+        }
+        lastTransit = transit
+        let elapsed = arrived &- transitWindow.start
+        if transitWindow.current == .max || elapsed >= 2 * Self.samplesPerSecond || elapsed < 0 {
+            transitWindow = (arrived, transit, transit)
+        } else if elapsed >= Self.samplesPerSecond {
+            transitWindow = (arrived, transit, transitWindow.current)
+        } else {
+            transitWindow.current = min(transitWindow.current, transit)
+        }
+        // Capped at the maximum delay, so that after a burst the target starts shrinking at once.
+        let excess = min(maximumDelay, max(0, transit &- fastestTransit))
+        peakExcess = max(excess, peakExcess - (peakExcess + 255) / 256)
+        statistics.jitter = Self.duration(jitter16 / 16)
+        statistics.targetDelay = Self.duration(targetDelay)
+    }
+
+    // MARK: Audio out
+
+    /// Writes the next 20 ms (960 samples, 48 kHz mono) into `output`, to be heard at `now`.
+    ///
+    /// Silence while there is nothing to play. `output` must hold at least 960 samples; only the
+    /// first 960 are written (a shorter buffer is filled with silence).
+    public func pull(now: ContinuousClock.Instant, into output: UnsafeMutableBufferPointer<Int16>) {
+        let count = Self.frameSamples
+        guard output.count >= count else {
+            output.update(repeating: 0)
+            return
+        }
+        let now = clock(now)
+        if pcmStart > 0 {
+            pcm.removeSubrange(0..<pcmStart)
+            pcmStart = 0
+        }
+        while pcm.count < count, produce(now: now) {}
+        let available = min(count, pcm.count)
+        for index in 0..<available { output[index] = pcm[index] }
+        for index in available..<count { output[index] = 0 }
+        pcmStart = available
+    }
+
+    /// Appends the next decoded, recovered or concealed samples to `pcm`; false when there is
+    /// nothing to play now (the rest of the pull is silence).
+    private func produce(now: Int64) -> Bool {
+        guard case .playing(let next, let dryFrames) = state else { return start(now: now) }
+        let delay = now &- (next &- Int64(pcm.count)) &- fastestTransit
+        statistics.currentDelay = Self.duration(max(0, delay))
+        guard let head = queue.first else {
+            return runDry(next: next, dryFrames: dryFrames)
+        }
+        let gap = head.timestamp &- next
+        if gap > maximumDelay {
+            state = .waiting
+            return start(now: now)
+        }
+        if gap <= 0 {
+            // The very packet the buffer ran dry waiting for: it came late, not lost.
+            if dryFrames > 0 { statistics.underruns += 1 }
+            if delay > targetDelay + 2 * Int64(Self.frameSamples), queue.count > 1 {
+                // Decoded, so the decoder's state stays continuous, but not played.
+                queue.removeFirst()
+                let samples = decode(head.frame, keep: false)
+                statistics.dropped += 1
+                state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
+                return true
+            }
+            if delay < targetDelay {
+                conceal(Self.frameSamples)
+                state = .playing(next: next, dryFrames: 0)
+                return true
+            }
+            queue.removeFirst()
+            let samples = decode(head.frame, keep: true)
+            if samples != nil {
+                statistics.played += 1
+            } else {
+                conceal(Self.frameSamples)
+            }
+            state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
+            return true
+        }
+        if gap <= Int64(Self.frameSamples) {
+            recover(before: head.frame, samples: Int(gap))
+            state = .playing(next: head.timestamp, dryFrames: 0)
+            return true
+        }
+        conceal(Self.frameSamples)
+        state = .playing(next: next + Int64(Self.frameSamples), dryFrames: 0)
+        return true
+    }
+
+    /// Starts playback at the target delay when the earliest packet that can still make it is due.
+    private func start(now: Int64) -> Bool {
+        let due = now &- fastestTransit &- targetDelay
+        // Packets more than a frame older than the target delay allows are late for the new
+        // start; the newest one is kept so that a burst after an outage resumes at once.
+        var stale = 0
+        while stale < queue.count - 1, queue[stale].timestamp <= due - Int64(Self.frameSamples) { stale += 1 }
+        if stale > 0 {
+            queue.removeFirst(stale)
+            statistics.late += stale
+        }
+        guard let first = queue.first, first.timestamp <= due else { return false }
+        statistics.resyncs += 1
+        state = .playing(next: first.timestamp, dryFrames: 0)
+        return true
+    }
+
+    private func runDry(next: Int64, dryFrames: Int) -> Bool {
+        if Int64(dryFrames) * Int64(Self.frameSamples) >= maximumDelay {
+            state = .waiting
+            return false
+        }
+        state = .playing(next: next, dryFrames: dryFrames + 1)
+        guard dryFrames < Self.concealedWhenDry else { return false }
+        conceal(Self.frameSamples)
+        return true
+    }
+
+    // MARK: Decoding
+
+    /// Decodes `frame`, onto `pcm` when `keep`; the samples it holds, nil when it is undecodable.
+    private func decode(_ frame: EncodedFrame, keep: Bool) -> Int? {
+        guard let audio = try? decoder.decode(frame), !audio.samples.isEmpty else { return nil }
+        if keep { pcm.append(contentsOf: audio.samples) }
+        return audio.samples.count
+    }
+
+    /// Rebuilds the `samples` before `next` from its FEC data (libopus conceals when it has none).
+    private func recover(before next: EncodedFrame, samples: Int) {
+        let size = samples - samples % 120
+        guard size > 0 else { return }
+        guard let audio = try? decoder.recoverLost(before: next, samples: size) else {
+            conceal(size)
+            return
+        }
+        pcm.append(contentsOf: audio.samples)
+        if Self.carriesFEC(next) {
+            statistics.fecRecovered += 1
+        } else {
+            statistics.concealed += 1
+        }
+    }
+
+    private func conceal(_ samples: Int) {
+        statistics.concealed += 1
+        if let audio = try? decoder.conceal(samples: samples, rtpTimestamp: 0) {
+            pcm.append(contentsOf: audio.samples)
+        } else {
+            pcm.append(contentsOf: repeatElement(0, count: samples))
+        }
+    }
+
+    /// Whether an Opus packet can carry in-band FEC: its TOC byte says SILK or hybrid
+    /// (configurations 0...15, RFC 6716 §3.1). CELT-only packets never do.
+    static func carriesFEC(_ frame: EncodedFrame) -> Bool {
+        guard let toc = frame.data.first else { return false }
+        return toc >> 3 < 16
+    }
+
+    // MARK: Units
+
+    static func samples(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: samplesPerSecond)
+        guard !overflow else { return seconds < 0 ? Int64.min / 4 : Int64.max / 4 }
+        return max(Int64.min / 4, min(Int64.max / 4, whole)) + attoseconds / 20_833_333_333_333
+    }
+
+    static func duration(_ samples: Int64) -> Duration {
+        .microseconds(samples / 48 * 1_000 + samples % 48 * 1_000 / 48)
+    }
+}
