@@ -38,6 +38,7 @@ let package = Package(
         system("COpenH264", "openh264", "libopenh264-dev"),
         system("CFFmpeg", "libavformat", "libavformat-dev"),
         system("CFFmpegFilter", "libavfilter", "libavfilter-dev"),
+        system("CPulse", "libpulse", "libpulse-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -134,6 +135,8 @@ let package = Package(
             name: "ConclaveMedia",
             dependencies: ["ConclaveCore", "ConclaveOpus", "ConclaveVPX", "ConclaveOpenH264", "ConclaveAV"]
         ),
+        // PulseAudio's one owner: the connection on its own thread, devices, microphone, playback.
+        .target(name: "ConclavePulse", dependencies: ["CPulse", "ConclaveCore", "ConclaveMedia"]),
         // The peer connection: ICE + DTLS + SRTP and the media clock, with no Janus in it.
         .target(
             name: "ConclavePeerConnection",
@@ -191,7 +194,7 @@ let package = Package(
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "JanusProtocol",
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
-                "ConclaveRecorderService", "ConclaveCompose",
+                "ConclaveRecorderService", "ConclaveCompose", "ConclavePulse", "ConclaveOpus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -275,6 +278,10 @@ let package = Package(
                 "ConclaveCompose", "ConclaveRecorder", "ConclaveAV", "ConclaveOpus", "ConclaveCore", "ConclaveMedia",
                 "ConclaveTestSupport", "RecordingTestBed",
             ]
+        ),
+        .testTarget(
+            name: "ConclavePulseTests",
+            dependencies: ["ConclavePulse", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "JanusProtocolTests", dependencies: ["JanusProtocol", "ConclaveTestSupport"]),
