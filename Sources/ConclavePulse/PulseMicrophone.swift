@@ -47,6 +47,7 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
     private var pending = [Int16](repeating: 0, count: PulseMicrophone.samplesPerBlock)
     private var pendingCount = 0
     private var index = 0
+    private let silence = [Int16](repeating: 0, count: PulseMicrophone.samplesPerBlock)
 
     /// Opens `source` (nil: the server's default) on `connection`. Capture starts at once (or when
     /// the server is connected).
@@ -103,8 +104,8 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
             return .some(nil)
         }
         guard let taken else { return nil }
-        var samples = taken ?? [Int16](repeating: 0, count: Self.samplesPerBlock)
-        if muted.load(ordering: .relaxed) { samples = [Int16](repeating: 0, count: Self.samplesPerBlock) }
+        // Silence shares one buffer (copy-on-write): no allocation per muted block.
+        let samples = muted.load(ordering: .relaxed) ? silence : (taken ?? silence)
         let frame = try AudioFrame(channels: 1, samples: samples, rtpTimestamp: timeline.rtpTimestamp(forFrame: index))
         index += 1
         return frame
