@@ -168,7 +168,8 @@ extension PulseStream: PulseContextClient {
     func contextLost() {
         // The stream belongs to the dead context: drop our reference without touching it more.
         destroyStream()
-        guard phase != .idle else { return }
+        // Reported once: the stream's own failure may have come first.
+        guard phase != .idle, phase != .interrupted else { return }
         phase = .interrupted
         if !stopped { eventContinuation.yield(.interrupted(reason: "PulseAudio server lost")) }
     }

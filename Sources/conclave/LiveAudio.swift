@@ -34,7 +34,7 @@ enum LiveAudio {
         do {
             connection = try await PulseConnection.connect()
         } catch {
-            FileHandle.standardError.write(Data("conclave: \(error.message): joining without a microphone\n".utf8))
+            note("\(error.message): joining without a microphone")
             return nil
         }
         let microphone = PulseMicrophone(
@@ -42,6 +42,16 @@ enum LiveAudio {
             source: source,
             initialTimestamp: UInt32.random(in: 0...UInt32.max)
         )
+        let events = microphone.events
+        Task {
+            for await event in events {
+                switch event {
+                case .running: continue
+                case .interrupted(let reason): note("microphone interrupted (\(reason)); reopening it")
+                case .fellBackToDefault(let missing): note("microphone \(missing) is gone: using the default source")
+                }
+            }
+        }
         let toggle = MuteToggle(microphone)
         kept.withLock { $0.append(toggle) }
         var configuration = OpusEncoderConfiguration()
@@ -49,6 +59,11 @@ enum LiveAudio {
         return RebasingFrameSource(
             EncodingAudioSource(raw: microphone, encoder: try OpusAudioEncoder(configuration: configuration))
         )
+    }
+
+    /// One line on standard error.
+    static func note(_ line: String) {
+        FileHandle.standardError.write(Data("conclave: \(line)\n".utf8))
     }
 
     /// What lives until the process ends: the mute toggles (each holds its microphone).
@@ -87,7 +102,7 @@ private final class MuteToggle: @unchecked Sendable {
             for _ in 0..<max(count, 0) {
                 let muted = microphone.toggleMute()
                 let line = muted ? "microphone muted (SIGUSR1 to unmute)" : "microphone on (SIGUSR1 to mute)"
-                FileHandle.standardError.write(Data("conclave: \(line)\n".utf8))
+                LiveAudio.note(line)
             }
         }
         source.resume()

@@ -82,6 +82,35 @@ import Testing
         #expect(regular.count >= 5, "spacings \(spacings)")
     }
 
+    @Test func withoutAPulseAudioServerTheCallGoesOnWithoutTheMicrophone() async throws {
+        let bed = try TestJanus.shared()
+        let nowhere = try TestPaths.temporaryDirectory("conclave-nopulse")
+        defer { try? FileManager.default.removeItem(at: nowhere) }
+        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
+        let alice = try call.join(
+            "alice",
+            ["--audio", "mic", "--duration", "30"],
+            environment: ["PULSE_SERVER": "unix:\(nowhere.path)/native"]
+        )
+        let bob = try call.join("bob", ["--duration", "30"])
+        let seen = await waitUntil(timeout: .seconds(20)) {
+            bob.participant("alice")?["videoFrames"] as? Int ?? 0 > 10
+        }
+        #expect(seen != nil, "Alice's video did not reach Bob: \(alice.errorOutput)")
+        let lines = alice.errorOutput.split(separator: "\n").filter { $0.contains("PulseAudio") }
+        #expect(lines.count == 1, "\(alice.errorOutput)")
+        #expect(
+            lines.first?.contains("no PulseAudio server at unix:\(nowhere.path)/native") == true
+                && lines.first?.contains("joining without a microphone") == true,
+            "\(lines)"
+        )
+        #expect(bob.participant("alice")?["audioFrames"] as? Int ?? 0 == 0)
+        alice.signal(SIGTERM)
+        bob.signal(SIGTERM)
+        #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
+        #expect(await bob.waitForExit() == 0, "\(bob.errorOutput)")
+    }
+
     /// Starts of loud stretches (5 ms windows over an RMS of 1 000), in samples.
     private func beepOnsets(_ samples: [Int16]) -> [Int] {
         var onsets: [Int] = []
