@@ -3,7 +3,9 @@ import Synchronization
 
 /// What happened to a stream, for status lines and logs.
 public enum PulseStreamEvent: Sendable, Hashable {
-    /// Playing or recording on `device` (the server's name for it).
+    /// Playing or recording on `device` (the server's name for it): at start, after a restart,
+    /// and when the server moves the stream (PulseAudio moves streams off a removed device to the
+    /// default one itself).
     case running(device: String)
     /// The stream died (server gone, device removed); it is being recreated.
     case interrupted(reason: String)
@@ -43,6 +45,8 @@ public class PulseStream: @unchecked Sendable {
     /// True once the named device failed: the stream now follows the default.
     private var usingDefault = false
     private var stopped = false
+    /// Failures since the stream last ran, for the retry backoff.
+    private var consecutiveFailures = 0
     private let restartCount = Atomic<Int>(0)
 
     init(connection: PulseConnection, device: String?) {
@@ -98,6 +102,7 @@ public class PulseStream: @unchecked Sendable {
             return
         }
         pa_stream_set_state_callback(created, streamStateChanged, Unmanaged.passUnretained(self).toOpaque())
+        pa_stream_set_moved_callback(created, streamMoved, Unmanaged.passUnretained(self).toOpaque())
         stream = created
         phase = .creating
     }
@@ -105,6 +110,7 @@ public class PulseStream: @unchecked Sendable {
     private func destroyStream() {
         guard let stream else { return }
         pa_stream_set_state_callback(stream, nil, nil)
+        pa_stream_set_moved_callback(stream, nil, nil)
         pa_stream_set_read_callback(stream, nil, nil)
         pa_stream_set_write_callback(stream, nil, nil)
         pa_stream_set_underflow_callback(stream, nil, nil)
@@ -120,6 +126,7 @@ public class PulseStream: @unchecked Sendable {
         switch pa_stream_get_state(stream) {
         case PA_STREAM_READY:
             phase = .running
+            consecutiveFailures = 0
             let name = pa_stream_get_device_name(stream).map { String(cString: $0) } ?? (requestedDevice ?? "default")
             eventContinuation.yield(.running(device: name))
         case PA_STREAM_FAILED, PA_STREAM_TERMINATED:
@@ -129,6 +136,13 @@ public class PulseStream: @unchecked Sendable {
         default:
             break
         }
+    }
+
+    /// The server moved the stream (its device was removed and PulseAudio rescued the stream, or a
+    /// person moved it): report where it runs now.
+    fileprivate func didMove() {
+        guard let stream, let name = pa_stream_get_device_name(stream) else { return }
+        eventContinuation.yield(.running(device: String(cString: name)))
     }
 
     /// The stream died while the context lives (device removed, stream killed): recreate it, on
@@ -143,8 +157,11 @@ public class PulseStream: @unchecked Sendable {
             eventContinuation.yield(.fellBackToDefault(missing: requestedDevice))
         }
         // A short pause lets the server finish removing the device before the new stream asks
-        // for the default.
-        connection.schedule(after: .milliseconds(100)) { [weak self] in
+        // for the default; while no device at all takes the stream, retries back off to one a
+        // second.
+        consecutiveFailures += 1
+        let delay = min(.seconds(1), .milliseconds(100) * (1 << min(consecutiveFailures - 1, 4)))
+        connection.schedule(after: delay) { [weak self] in
             guard let self, !self.stopped, self.stream == nil, let context = self.connection.readyContext else {
                 return
             }
@@ -173,6 +190,12 @@ extension PulseStream: PulseContextClient {
         phase = .interrupted
         if !stopped { eventContinuation.yield(.interrupted(reason: "PulseAudio server lost")) }
     }
+}
+
+/// `pa_stream_notify_cb_t` for moves; userdata as for ``streamStateChanged(_:_:)``.
+private func streamMoved(_ stream: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?) {
+    guard let userdata else { return }
+    Unmanaged<PulseStream>.fromOpaque(userdata).takeUnretainedValue().didMove()
 }
 
 /// `pa_stream_notify_cb_t`: `void (*)(pa_stream *s, void *userdata)`; userdata is the

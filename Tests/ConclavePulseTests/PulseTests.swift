@@ -150,6 +150,27 @@ import Testing
         #expect(try heardBeeps(fallback, within: 10), "no beeps on the default sink within 10 s")
     }
 
+    @Test func aKilledPlaybackStreamRetriesUntilASinkAppears() async throws {
+        // With its only sink gone the server cannot move the stream: it kills it.
+        let server = try TestPulseServer(sinks: ["speaker"])
+        let connection = try await PulseConnection.connect(server: server.serverAddress)
+        defer { connection.close() }
+        let playback = PulsePlayback(connection: connection, renderer: BeepRenderer())
+        defer { playback.stop() }
+        let before = try server.record("speaker.monitor")
+        #expect(Beeps.onsets(in: before.read(samples: Beeps.sampleRate, timeout: .seconds(20))).count >= 1)
+        before.stop()
+
+        let unloaded = try server.pactl(["unload-module", try server.moduleIndex(ofSink: "speaker")])
+        #expect(unloaded.succeeded, "\(unloaded.errorOutput)")
+        let loaded = try server.pactl(["load-module", "module-null-sink", "sink_name=late", "rate=48000"])
+        #expect(loaded.succeeded, "\(loaded.errorOutput)")
+        let late = try server.record("late.monitor")
+        defer { late.stop() }
+        #expect(try heardBeeps(late, within: 10), "no beeps on the new sink within 10 s")
+        #expect(playback.statistics.restarts >= 1)
+    }
+
     @Test func microphoneResumesAfterTheServerIsKilledAndRestarted() async throws {
         let server = try TestPulseServer(sinks: ["speaker", "mic"])
         let connection = try await PulseConnection.connect(server: server.serverAddress)
@@ -179,6 +200,50 @@ import Testing
         }
         #expect(heard, "no beeps from the microphone within 15 s of the restart")
         #expect(microphone.statistics.restarts >= 1)
+    }
+
+    @Test func microphoneMovesToTheDefaultSourceWhenItsSourceIsRemoved() async throws {
+        // The default sink is `speaker`, so the default source is `speaker.monitor`.
+        let server = try TestPulseServer(sinks: ["speaker", "mic"])
+        let connection = try await PulseConnection.connect(server: server.serverAddress)
+        defer { connection.close() }
+        let microphone = PulseMicrophone(connection: connection, source: "mic.monitor")
+        defer { microphone.stop() }
+        // Every stream event until the microphone runs on the default source.
+        let events = microphone.events
+        let moved = Task {
+            var seen: [PulseStreamEvent] = []
+            for await event in events {
+                seen.append(event)
+                if event == .running(device: "speaker.monitor") { break }
+            }
+            return seen
+        }
+        try await microphone.waitUntilReady()
+
+        let unloaded = try server.pactl(["unload-module", try server.moduleIndex(ofSink: "mic")])
+        #expect(unloaded.succeeded, "\(unloaded.errorOutput)")
+        let track = server.directory.appendingPathComponent("beeps.raw")
+        try Beeps.track(seconds: 20).write(to: track)
+        let player = try server.play(track, into: "speaker")
+        defer { player.stop() }
+        let heard = await withDeadline(.seconds(15)) { () -> Bool in
+            var samples: [Int16] = []
+            while Beeps.onsets(in: samples).count < 2 {
+                do {
+                    try await microphone.waitUntilReady()
+                    guard let frame = try microphone.nextFrame() else { return false }
+                    samples += frame.samples
+                } catch {
+                    return false
+                }
+            }
+            return true
+        }
+        #expect(heard, "no beeps from the default source within 15 s")
+        let seen = await firstWithin(.seconds(10)) { await moved.value }
+        #expect(seen?.first == .running(device: "mic.monitor"), "\(seen ?? [])")
+        #expect(seen?.last == .running(device: "speaker.monitor"), "\(seen ?? [])")
     }
 
     /// Reads `recording` in half-second stretches until two beeps were heard or `seconds` of audio
