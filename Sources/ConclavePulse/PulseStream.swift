@@ -70,6 +70,9 @@ public class PulseStream: @unchecked Sendable {
     }
 
     /// Stops the stream for good (idempotent). Not from the pulse thread's callbacks.
+    ///
+    /// Until then the connection keeps the stream (to recreate it) and the stream its connection:
+    /// call this (or close the connection) when done.
     public func stop() {
         connection.withLock {
             stopped = true

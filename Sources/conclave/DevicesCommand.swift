@@ -36,7 +36,6 @@ struct DevicesCommand: AsyncParsableCommand {
 
 /// The audio half of `conclave devices`: what the server lists, or why there is nothing.
 struct AudioDevices {
-    var server: String
     var devices: PulseDeviceList?
     var problem: String?
 
@@ -45,9 +44,9 @@ struct AudioDevices {
         do {
             let connection = try await PulseConnection.connect(applicationName: "Conclave devices")
             defer { connection.close() }
-            return AudioDevices(server: connection.serverAddress, devices: try await connection.devices())
+            return AudioDevices(devices: try await connection.devices())
         } catch {
-            return AudioDevices(server: "", devices: nil, problem: error.message)
+            return AudioDevices(devices: nil, problem: error.message)
         }
     }
 
