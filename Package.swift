@@ -43,6 +43,7 @@ let package = Package(
         system("CSDL2TTF", "SDL2_ttf", "libsdl2-ttf-dev"),
         // A C++ library: reached only through the C API of CWebRTCAudioProcessingShims.
         system("CWebRTCAudioProcessing", "webrtc-audio-processing", "libwebrtc-audio-processing-dev"),
+        system("CPulse", "libpulse", "libpulse-dev"),
         // One shim target per C library (macros and variadics only), imported by that library's
         // wrapper alone.
         .target(name: "CWebSocketsShims", dependencies: ["CWebSockets"]),
@@ -163,6 +164,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // PulseAudio's one owner: the connection on its own thread, devices, microphone, playback.
+        .target(name: "ConclavePulse", dependencies: ["CPulse", "ConclaveCore", "ConclaveMedia"]),
         // The peer connection: ICE + DTLS + SRTP and the media clock, with no Janus in it.
         .target(
             name: "ConclavePeerConnection",
@@ -221,6 +224,7 @@ let package = Package(
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
                 "ConclaveRecorderService", "ConclaveCompose", "ConclaveCapture", "ConclaveWindow", "ConclaveAV",
+                "ConclavePulse", "ConclaveOpus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -315,6 +319,10 @@ let package = Package(
         .testTarget(
             name: "ConclaveWindowTests",
             dependencies: ["ConclaveWindow", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
+        ),
+        .testTarget(
+            name: "ConclavePulseTests",
+            dependencies: ["ConclavePulse", "ConclaveCore", "ConclaveMedia", "ConclaveTestSupport"]
         ),
         .testTarget(name: "ConclaveCoreTests", dependencies: ["ConclaveCore", "ConclaveTestSupport"]),
         .testTarget(name: "ConclaveAudioTests", dependencies: ["ConclaveAudio", "ConclaveCore", "ConclaveOpus"]),

@@ -143,11 +143,21 @@ public final class EncodingVideoSource: EncodedFrameSource {
 
 /// Raw PCM through the Opus encoder. DTX-suppressed packets are skipped (the RTP timestamps of
 /// the following packets still advance, as WebRTC does).
+///
+/// Skipping means asking the raw source for another block. ``waitUntilReady()`` does that
+/// asking, awaiting the raw source before each block, and keeps the first packet for
+/// ``nextFrame()``: a live source (a microphone) is never asked for a block it does not have
+/// yet, however long a silence DTX suppresses. Called without waiting, ``nextFrame()`` loops
+/// over the raw source itself, as files and generators allow.
 public final class EncodingAudioSource: EncodedFrameSource {
     public var codec: MediaCodec { .opus }
     private let raw: any AudioFrameSource
     private let encoder: OpusAudioEncoder
     private var index = 0
+    /// The packet ``waitUntilReady()`` encoded, handed out by the next ``nextFrame()``.
+    private var ready: TimedFrame?
+    /// The raw source ended while ``waitUntilReady()`` read it.
+    private var ended = false
 
     /// Encodes `raw` with `encoder`.
     public init(raw: any AudioFrameSource, encoder: OpusAudioEncoder) {
@@ -159,15 +169,34 @@ public final class EncodingAudioSource: EncodedFrameSource {
 
     public func setBitrate(_ bitsPerSecond: Int) throws { try encoder.setBitrate(bitsPerSecond) }
 
-    public func waitUntilReady() async throws { try await raw.waitUntilReady() }
+    public func waitUntilReady() async throws {
+        while ready == nil && !ended {
+            try await raw.waitUntilReady()
+            guard let block = try raw.nextFrame() else {
+                ended = true
+                return
+            }
+            ready = try encode(block)
+        }
+    }
 
     public func nextFrame() throws -> TimedFrame? {
+        if let packet = ready {
+            ready = nil
+            return packet
+        }
+        if ended { return nil }
         while let block = try raw.nextFrame() {
-            let due = raw.timeline.mediaTime(forFrame: index)
-            index += 1
-            if let packet = try encoder.encode(block) { return TimedFrame(frame: packet, mediaTime: due) }
+            if let packet = try encode(block) { return packet }
         }
         return nil
+    }
+
+    /// The packet for `block`, or nil when DTX suppressed it; the timeline advances either way.
+    private func encode(_ block: AudioFrame) throws -> TimedFrame? {
+        let due = raw.timeline.mediaTime(forFrame: index)
+        index += 1
+        return try encoder.encode(block).map { TimedFrame(frame: $0, mediaTime: due) }
     }
 }
 

@@ -18,6 +18,7 @@ struct ConclaveCommand: AsyncParsableCommand {
         subcommands: [
             RoomsCommand.self, KeysCommand.self, CallCommand.self, JoinCommand.self, RejoinCommand.self,
             RecordCommand.self, RecordingsCommand.self, ConfigCommand.self, ListenCommand.self, RecorderCommand.self,
+            DevicesCommand.self,
         ]
     )
 

@@ -224,7 +224,7 @@ struct CallOptions: ParsableArguments {
     @OptionGroup var ice: ICEOptions
     @OptionGroup var signaling: SignalingOptions
 
-    @Option(help: "Audio to send: tone, a media file, or none.")
+    @Option(help: "Audio to send: tone, a media file, mic[:SOURCE] (PulseAudio; SIGUSR1 toggles mute), or none.")
     var audio: String = "tone"
 
     @Option(
@@ -387,7 +387,7 @@ struct CallRunner {
         )
         var sources: [RebasingFrameSource] = []
         do {
-            if let audio = try CallMediaSources.audio(
+            if let audio = try await LiveAudio.audio(
                 CallMediaChoice(options.audio, generatedName: "tone"),
                 bitrate: settings.audioBitrate ?? 32_000
             ) {

@@ -16,7 +16,7 @@ final class CallProcess: @unchecked Sendable {
     let stderrFile: URL
     let started = ContinuousClock.now
 
-    init(_ name: String, arguments: [String], in directory: URL) throws {
+    init(_ name: String, arguments: [String], in directory: URL, environment: [String: String] = [:]) throws {
         self.name = name
         let binary = TestPaths.productsDirectory.appendingPathComponent("conclave").path
         guard FileManager.default.isExecutableFile(atPath: binary) else {
@@ -29,6 +29,9 @@ final class CallProcess: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
         process.standardError = try FileHandle(forWritingTo: stderrFile)
         process.standardInput = FileHandle.nullDevice
@@ -159,12 +162,18 @@ struct CallFixture {
     }
 
     /// Starts `conclave join` for `name` with its invitation.
-    func join(_ name: String, invitation: String? = nil, _ extra: [String] = []) throws -> CallProcess {
+    func join(
+        _ name: String,
+        invitation: String? = nil,
+        _ extra: [String] = [],
+        environment: [String: String] = [:]
+    ) throws -> CallProcess {
         try CallProcess(
             name,
             arguments: ["join", "--data-dir", dataDirectory(name), "--invitation", invitation ?? invitationPath(name)]
                 + janusArguments + mediaArguments + extra,
-            in: directory
+            in: directory,
+            environment: environment
         )
     }
 
