@@ -224,7 +224,7 @@ let package = Package(
                 "JanusClient", "ConclaveE2EE", "ConclaveKeyStore", "ConclaveMedia", "ConclaveRecorder", "ConclaveFiles",
                 "ConclaveICE", "ECallSignaling", "STOMPClient", "STOMPProtocol", "RecorderJobs",
                 "ConclaveRecorderService", "ConclaveCompose", "ConclaveCapture", "ConclaveWindow", "ConclaveAV",
-                "ConclavePulse", "ConclaveOpus",
+                "ConclavePulse", "ConclaveOpus", "ConclaveAudio", "ConclaveAudioProcessing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

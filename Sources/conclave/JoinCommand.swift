@@ -275,6 +275,23 @@ struct CallOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Show the call window (default: with a DISPLAY and a terminal).")
     var window: Bool?
 
+    @Option(
+        help: """
+            Play the call through PulseAudio: default (the default sink), a sink's name, or none \
+            (default: the default sink when a terminal is attached, else none).
+            """
+    )
+    var speaker: String?
+
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Echo cancellation, noise suppression and gain on the microphone when the speaker plays too."
+    )
+    var aec = true
+
+    @Option(help: "A participant's playback volume, USERID=LEVEL from 0 (silent) to 2 (repeatable).")
+    var volume: [String] = []
+
     @Option(help: "Leave after this many seconds.")
     var duration: Double?
 
@@ -373,8 +390,16 @@ struct CallRunner {
             }
         }
         if let liveComposite { observers.append(liveComposite) }
-        let callWindow = await CallWindowOutput.start(options.window, callID: callID, stop: stop)
+        let controls = WindowControls(toggleMute: { LiveAudio.toggleMute() ?? "no microphone to mute (--audio mic)" })
+        let callWindow = await CallWindowOutput.start(options.window, callID: callID, stop: stop, controls: controls)
         if let callWindow { observers.append(callWindow) }
+        let echo = LiveAudio.echoCanceller(options)
+        let speaker = await SpeakerOutput.start(
+            options.speaker,
+            echo: echo,
+            volumes: try SpeakerOutput.volumes(options.volume)
+        ) { [window = callWindow?.window] speaker in window?.activeSpeaker(id: speaker) }
+        if let speaker { observers.append(speaker) }
 
         let codec = options.codec ?? settings.videoCodec ?? .h264
         guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
@@ -389,7 +414,8 @@ struct CallRunner {
         do {
             if let audio = try await LiveAudio.audio(
                 CallMediaChoice(options.audio, generatedName: "tone"),
-                bitrate: settings.audioBitrate ?? 32_000
+                bitrate: settings.audioBitrate ?? 32_000,
+                echo: speaker == nil ? nil : echo
             ) {
                 sources.append(audio)
             }
@@ -495,6 +521,7 @@ struct CallRunner {
         let final = await session.status()
         await session.leave()
         await callWindow?.close()
+        speaker?.stop()
         let compositeReport = await liveComposite?.finish()
         await brokerKeys?.coordinator.stop(keepHistory: (signaling?.keepHistory ?? false) || options.record != nil)
         await signaling?.close()

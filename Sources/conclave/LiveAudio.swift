@@ -1,3 +1,4 @@
+import ConclaveAudioProcessing
 import ConclaveCall
 import ConclaveMedia
 import ConclaveOpus
@@ -28,11 +29,16 @@ enum LiveAudio {
 
     /// The audio source for `choice`: the microphone's encoder for `mic[:SOURCE]`, else what
     /// ``CallMediaSources/audio(_:bitrate:)`` makes (tone, file, none).
-    static func audio(_ choice: CallMediaChoice, bitrate: Int = 32_000) async throws -> RebasingFrameSource? {
+    /// With `echo`, the microphone goes through the echo canceller that the speaker feeds.
+    static func audio(
+        _ choice: CallMediaChoice,
+        bitrate: Int = 32_000,
+        echo: EchoCanceller? = nil
+    ) async throws -> RebasingFrameSource? {
         guard let source = microphoneSource(choice) else { return try CallMediaSources.audio(choice, bitrate: bitrate) }
         let connection: PulseConnection
         do {
-            connection = try await PulseConnection.connect()
+            connection = try await Self.connection()
         } catch {
             note("\(error.message): joining without a microphone")
             return nil
@@ -56,10 +62,47 @@ enum LiveAudio {
         kept.withLock { $0.append(toggle) }
         var configuration = OpusEncoderConfiguration()
         configuration.bitrate = bitrate
+        let raw: any AudioFrameSource = echo.map { EchoCancelledMicrophone(microphone, echo: $0) } ?? microphone
         return RebasingFrameSource(
-            EncodingAudioSource(raw: microphone, encoder: try OpusAudioEncoder(configuration: configuration))
+            EncodingAudioSource(raw: raw, encoder: try OpusAudioEncoder(configuration: configuration))
         )
     }
+
+    /// The echo canceller between the speaker and the microphone: when both are in use and
+    /// `--no-aec` is not given. A canceller that cannot be made is one line; the microphone is then
+    /// sent as captured.
+    static func echoCanceller(_ options: CallOptions) -> EchoCanceller? {
+        guard options.aec, SpeakerOutput.wanted(options.speaker),
+            microphoneSource(CallMediaChoice(options.audio, generatedName: "tone")) != nil
+        else { return nil }
+        do {
+            return try EchoCanceller()
+        } catch {
+            note("echo cancellation unavailable (\(error)); the microphone is sent as captured")
+            return nil
+        }
+    }
+
+    /// The process's one PulseAudio connection, shared by the microphone and the speaker (made at
+    /// the first use; a failed attempt is not kept, so the next use tries again).
+    static func connection() async throws(PulseError) -> PulseConnection {
+        if let connection = shared.withLock({ $0 }) { return connection }
+        let connection = try await PulseConnection.connect()
+        shared.withLock { $0 = $0 ?? connection }
+        return shared.withLock { $0 } ?? connection
+    }
+
+    /// Flips the microphone's mute (the window's `m`, as SIGUSR1 does); the status line, or nil
+    /// when no microphone is open.
+    static func toggleMute() -> String? {
+        let toggles = kept.withLock { $0 }
+        guard !toggles.isEmpty else { return nil }
+        var muted = false
+        for toggle in toggles { muted = toggle.toggle() }
+        return muted ? "microphone muted" : "microphone on"
+    }
+
+    private static let shared = Mutex<PulseConnection?>(nil)
 
     /// One line on standard error.
     static func note(_ line: String) {
@@ -82,6 +125,9 @@ private final class MuteToggle: @unchecked Sendable {
     // @unchecked: constants only; the source's handler runs on its own queue.
     private let microphone: PulseMicrophone
     private let source: (any DispatchSourceRead)?
+
+    /// Flips the mute; whether it is now muted.
+    func toggle() -> Bool { microphone.toggleMute() }
 
     init(_ microphone: PulseMicrophone) {
         self.microphone = microphone

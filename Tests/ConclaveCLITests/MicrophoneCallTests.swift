@@ -15,12 +15,7 @@ import Testing
         let pulse = try TestPulseServer(sinks: ["speaker", "mic"])
         let track = pulse.directory.appendingPathComponent("beeps.raw")
         // 100 ms of 1 kHz every 500 ms, for longer than the call.
-        var samples: [Int16] = []
-        for index in 0..<(60 * 48_000) {
-            let position = index % 24_000
-            samples.append(position < 4_800 ? Int16(8_000 * sin(2 * Double.pi * 1_000 * Double(position) / 48_000)) : 0)
-        }
-        try samples.withUnsafeBufferPointer { Data(buffer: $0) }.write(to: track)
+        try Beeps.track(seconds: 60).write(to: track)
         let player = try BackgroundProcess(
             "pacat",
             [
@@ -75,7 +70,7 @@ import Testing
         let audio = try Data(contentsOf: URL(fileURLWithPath: pcm)).withUnsafeBytes {
             Array($0.bindMemory(to: Int16.self))
         }
-        let onsets = beepOnsets(audio)
+        let onsets = Beeps.onsets(in: audio)
         #expect(onsets.count >= 6, "beeps at \(onsets)")
         let spacings = zip(onsets, onsets.dropFirst()).map { $1 - $0 }
         let regular = spacings.filter { abs($0 - 24_000) <= 960 }
@@ -109,21 +104,5 @@ import Testing
         bob.signal(SIGTERM)
         #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
         #expect(await bob.waitForExit() == 0, "\(bob.errorOutput)")
-    }
-
-    /// Starts of loud stretches (5 ms windows over an RMS of 1 000), in samples.
-    private func beepOnsets(_ samples: [Int16]) -> [Int] {
-        var onsets: [Int] = []
-        var loud = false
-        var start = 0
-        while start + 240 <= samples.count {
-            var energy = 0.0
-            for sample in samples[start..<(start + 240)] { energy += Double(sample) * Double(sample) }
-            let now = (energy / 240).squareRoot() > 1_000
-            if now, !loud { onsets.append(start) }
-            loud = now
-            start += 240
-        }
-        return onsets
     }
 }

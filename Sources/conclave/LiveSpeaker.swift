@@ -1,0 +1,241 @@
+import ConclaveAudio
+import ConclaveAudioProcessing
+import ConclaveCall
+import ConclaveCore
+import ConclaveMedia
+import ConclavePulse
+import Foundation
+import JanusProtocol
+import Synchronization
+
+/// `join --speaker`: the call's audio played through PulseAudio.
+///
+/// A `CallMediaObserver` like the recorder: the receive path hands each decrypted Opus frame to
+/// ConclaveAudio's `CallAudioPlayout` (an append under a lock), and the speaker's stream pulls the
+/// mix on the `conclave-pulse` thread. What it plays is also the echo canceller's reference, and
+/// the loudest participant becomes the window's active speaker. No server, or a server that goes
+/// away, is one line: the call goes on without sound (the stream comes back with the server).
+final class SpeakerOutput: CallMediaObserver {
+    let playout: CallAudioPlayout
+    private let playback: PulsePlayback
+    private let renderer: SpeakerRenderer
+
+    /// Whether `join` plays the call: `--speaker default|SINK` yes, `--speaker none` no; unset,
+    /// when a terminal is attached (a script or a headless bot hears nothing by default).
+    static func wanted(_ choice: String?) -> Bool {
+        switch choice {
+        case "none": false
+        case nil: isatty(STDOUT_FILENO) == 1
+        default: true
+        }
+    }
+
+    /// Starts the speaker when wanted; the one line and nil when PulseAudio cannot be reached.
+    static func start(
+        _ choice: String?,
+        echo: EchoCanceller?,
+        volumes: [String: Float],
+        speakerChanged: @escaping @Sendable (UInt64?) -> Void
+    ) async -> SpeakerOutput? {
+        guard wanted(choice) else { return nil }
+        let connection: PulseConnection
+        do {
+            connection = try await LiveAudio.connection()
+        } catch {
+            LiveAudio.note("\(error.message): the call goes on without sound")
+            return nil
+        }
+        let sink = choice == nil || choice == "default" ? nil : choice
+        return SpeakerOutput(
+            connection: connection,
+            sink: sink,
+            echo: echo,
+            volumes: volumes,
+            speakerChanged: speakerChanged
+        )
+    }
+
+    private let volumes: [String: Float]
+
+    private init(
+        connection: PulseConnection,
+        sink: String?,
+        echo: EchoCanceller?,
+        volumes: [String: Float],
+        speakerChanged: @escaping @Sendable (UInt64?) -> Void
+    ) {
+        playout = CallAudioPlayout()
+        self.volumes = volumes
+        renderer = SpeakerRenderer(playout: playout, echo: echo, speakerChanged: speakerChanged)
+        playback = PulsePlayback(connection: connection, sink: sink, channels: 1, renderer: renderer)
+        let events = playback.events
+        Task {
+            for await event in events {
+                switch event {
+                case .running: continue
+                case .interrupted(let reason): LiveAudio.note("speaker interrupted (\(reason)); reopening it")
+                case .fellBackToDefault(let missing):
+                    LiveAudio.note("speaker \(missing) is gone: using the default sink")
+                }
+            }
+        }
+    }
+
+    /// The speaker's counters, for the closing line.
+    var statistics: PulsePlaybackStatistics { playback.statistics }
+
+    func participantJoined(feedID: UInt64, display: String?) {
+        guard let display else { return }
+        let parsed = ParticipantDisplay(parsing: display)
+        if let volume = parsed.userID.flatMap({ volumes[$0] }) ?? volumes[parsed.name] {
+            playout.setVolume(volume, feedID: feedID)
+        }
+    }
+
+    func participantLeft(feedID: UInt64) { playout.participantLeft(feedID: feedID) }
+
+    func received(_ media: ReceivedMedia) {
+        guard case .frame(let subscribed) = media, subscribed.frame.codec == .opus else { return }
+        playout.received(feedID: subscribed.feedID, frame: subscribed.frame)
+    }
+
+    func senderReport(_ report: SubscribedSenderReport) {}
+
+    /// Stops the stream (at the end of the call).
+    func stop() { playback.stop() }
+
+    /// Parses `--volume USERID=LEVEL` (0 ... 2; 1 is as sent).
+    static func volumes(_ arguments: [String]) throws -> [String: Float] {
+        var volumes: [String: Float] = [:]
+        for argument in arguments {
+            let parts = argument.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let level = Float(parts[1]), level.isFinite, (0...2).contains(level) else {
+                throw CallCommandError("--volume \(argument): expected USERID=LEVEL with LEVEL from 0 to 2")
+            }
+            volumes[String(parts[0])] = level
+        }
+        return volumes
+    }
+}
+
+/// Fills the speaker from the playout on the `conclave-pulse` thread, hands what it played to
+/// the echo canceller, and follows the loudest participant.
+///
+/// The active speaker is decided on the audio clock (every 100 ms of played audio), so it costs
+/// nothing while nothing plays and needs no timer of its own; `speakerChanged` is called only
+/// when the speaker changes.
+final class SpeakerRenderer: PlaybackRenderer {
+    private let playout: CallAudioPlayout
+    private let echo: EchoCanceller?
+    private let speakerChanged: @Sendable (UInt64?) -> Void
+    // Touched on the pulse thread only (the one thread that renders); a Mutex keeps Sendable honest.
+    private let detector = Mutex(ActiveSpeakerDetector())
+
+    init(playout: CallAudioPlayout, echo: EchoCanceller?, speakerChanged: @escaping @Sendable (UInt64?) -> Void) {
+        self.playout = playout
+        self.echo = echo
+        self.speakerChanged = speakerChanged
+    }
+
+    func render(into buffer: UnsafeMutableBufferPointer<Int16>) {
+        playout.render(into: buffer)
+        if let echo { try? echo.analyzePlayback(UnsafeBufferPointer(buffer)) }
+        let due = detector.withLock { $0.advance(samples: buffer.count) }
+        guard due else { return }
+        let levels = playout.participants.mapValues(\.level.rms)
+        if let change = detector.withLock({ $0.decide(levels) }) { speakerChanged(change.speaker) }
+    }
+}
+
+/// Who is speaking, from each participant's level, with hysteresis: a participant takes the floor
+/// after being the loudest above the threshold for three checks in a row (300 ms), and the floor
+/// is cleared after two seconds of nobody above it, so a cough does not move the highlight.
+struct ActiveSpeakerDetector: Sendable {
+    /// The RMS level above which a participant counts as speaking (about -40 dBFS).
+    static let threshold: Float = 0.01
+    /// Samples between two checks (100 ms at 48 kHz).
+    static let interval = 4_800
+
+    struct Change: Equatable { var speaker: UInt64? }
+
+    private(set) var speaker: UInt64?
+    private var pending = 0
+    private var candidate: UInt64?
+    private var candidateChecks = 0
+    private var silentChecks = 0
+
+    /// Counts played samples; true when a check is due.
+    mutating func advance(samples: Int) -> Bool {
+        pending += samples
+        guard pending >= Self.interval else { return false }
+        pending %= Self.interval
+        return true
+    }
+
+    /// Takes one check's levels; the change, if the speaker changes.
+    mutating func decide(_ levels: [UInt64: Float]) -> Change? {
+        let loudest = levels.filter { $0.value >= Self.threshold }.max { $0.value < $1.value }?.key
+        guard let loudest else {
+            candidate = nil
+            candidateChecks = 0
+            silentChecks += 1
+            if speaker != nil, silentChecks >= 20 {
+                speaker = nil
+                return Change(speaker: nil)
+            }
+            return nil
+        }
+        silentChecks = 0
+        if speaker != nil, levels[speaker!] == nil {
+            speaker = nil
+        }
+        guard loudest != speaker else {
+            candidate = nil
+            candidateChecks = 0
+            return nil
+        }
+        if candidate == loudest {
+            candidateChecks += 1
+        } else {
+            candidate = loudest
+            candidateChecks = 1
+        }
+        guard candidateChecks >= 3 else { return nil }
+        speaker = loudest
+        candidate = nil
+        candidateChecks = 0
+        return Change(speaker: loudest)
+    }
+}
+
+/// The microphone through the echo canceller: each captured block is cleaned of what the
+/// speakers played (and of noise, with gain applied) before it is encoded.
+final class EchoCancelledMicrophone: AudioFrameSource {
+    private let microphone: any AudioFrameSource
+    private let echo: EchoCanceller
+    private var failed = false
+
+    init(_ microphone: any AudioFrameSource, echo: EchoCanceller) {
+        self.microphone = microphone
+        self.echo = echo
+    }
+
+    var timeline: FrameTimeline { microphone.timeline }
+    var channels: Int { microphone.channels }
+
+    func waitUntilReady() async throws { try await microphone.waitUntilReady() }
+
+    func nextFrame() throws -> AudioFrame? {
+        guard let frame = try microphone.nextFrame() else { return nil }
+        guard !failed else { return frame }
+        do {
+            // The speaker's 40 ms target plus about 20 ms of capture: a hint, the canceller finds
+            // the delay itself.
+            return try echo.processCapture(frame, delay: .milliseconds(60))
+        } catch {
+            failed = true
+            LiveAudio.note("echo cancellation stopped (\(error)); the microphone is sent as captured")
+            return frame
+        }
+    }
+}
