@@ -148,7 +148,7 @@ final class CallWindowOutput: CallMediaObserver {
                 case .toggleScreenShare:
                     line = await controls.toggleScreenShare?() ?? "window: s (screen share): not available in this call"
                 }
-                print(line)
+                print(line.hasPrefix("window:") ? line : "window: \(line)")
                 fflush(nil)
             }
         }

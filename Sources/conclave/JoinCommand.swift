@@ -390,7 +390,12 @@ struct CallRunner {
             }
         }
         if let liveComposite { observers.append(liveComposite) }
-        let controls = WindowControls(toggleMute: { LiveAudio.toggleMute() ?? "no microphone to mute (--audio mic)" })
+        let screenRate = options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate
+        let controls = WindowControls(
+            toggleMute: { LiveAudio.toggleMute() ?? "no microphone to mute (--audio mic)" },
+            toggleCamera: { LiveVideo.toggleOff() },
+            toggleScreenShare: { await LiveVideo.toggleScreen(frameRate: screenRate) }
+        )
         let callWindow = await CallWindowOutput.start(options.window, callID: callID, stop: stop, controls: controls)
         if let callWindow { observers.append(callWindow) }
         let echo = LiveAudio.echoCanceller(options)
@@ -419,7 +424,12 @@ struct CallRunner {
             ) {
                 sources.append(audio)
             }
-            if let video = try await LiveVideo.source(options, settings: videoSettings, logger: logger)
+            if let video = try await LiveVideo.source(
+                options,
+                settings: videoSettings,
+                switchable: callWindow != nil,
+                logger: logger
+            )
                 ?? CallMediaSources.video(
                     CallMediaChoice(options.video, generatedName: "pattern"),
                     settings: videoSettings

@@ -2,6 +2,7 @@ import ConclaveCall
 import ConclaveCapture
 import ConclaveMedia
 import Logging
+import Synchronization
 
 /// `--video camera...` and `--video screen...`: a live capture, encoded as the call's video.
 enum LiveVideo {
@@ -12,13 +13,21 @@ enum LiveVideo {
     /// `--width`/`--height`/`--fps` (640x480/30 by default). A screen is sent at `--width`/`--height`
     /// when both are given, else at the size of the captured rectangle (a whole screen scaled
     /// down to fit 1920x1080).
+    ///
+    /// With `switchable` (a call window, whose `v` and `s` turn the video off and share the
+    /// screen), the pattern is made here too, and the source goes through a ``VideoSwitch``.
     static func source(
         _ options: CallOptions,
         settings: CallVideoSettings,
+        switchable: Bool = false,
         logger: Logger
     ) async throws -> RebasingFrameSource? {
-        guard let request = try LiveVideoRequest.parse(options.video) else { return nil }
-        let raw: any VideoFrameSource
+        var raw: any VideoFrameSource
+        guard let request = try LiveVideoRequest.parse(options.video) else {
+            guard switchable, options.video == "pattern" else { return nil }
+            raw = try PatternSource(width: settings.width, height: settings.height, frameRate: settings.frameRate)
+            return try encoded(Self.switched(raw, logger: logger), settings: settings)
+        }
         switch request {
         case .camera(let camera):
             let size = camera.size ?? VideoSize(width: settings.width, height: settings.height)
@@ -54,6 +63,14 @@ enum LiveVideo {
             )
             raw = source
         }
+        if switchable { raw = switched(raw, logger: logger) }
+        return try encoded(raw, settings: settings)
+    }
+
+    /// `raw` through the call's video encoder, at the source's size and rate.
+    private static func encoded(_ raw: any VideoFrameSource, settings: CallVideoSettings) throws
+        -> RebasingFrameSource
+    {
         let encoder = VideoEncoderSettings(
             codec: settings.codec,
             width: raw.width,
@@ -63,4 +80,25 @@ enum LiveVideo {
         )
         return RebasingFrameSource(EncodingVideoSource(raw: raw, encoder: try encoder.makeEncoder()))
     }
+
+    /// Wraps `raw` in the switch that the window's keys reach.
+    private static func switched(_ raw: any VideoFrameSource, logger: Logger) -> any VideoFrameSource {
+        let video = VideoSwitch(raw, logger: logger)
+        current.withLock { $0 = video }
+        return video
+    }
+
+    /// The window's `v`: the sent video off or on again.
+    static func toggleOff() -> String {
+        current.withLock { $0 }?.toggleOff() ?? "no video to turn off (--video none or a file)"
+    }
+
+    /// The window's `s`: the screen shared in place of the video, or the video back.
+    static func toggleScreen(frameRate: Int) async -> String {
+        guard let video = current.withLock({ $0 }) else { return "no video stream to share the screen in" }
+        return await video.toggleScreen(frameRate: frameRate)
+    }
+
+    /// The video the window's keys act on (one per process: one call per process).
+    private static let current = Mutex<VideoSwitch?>(nil)
 }

@@ -90,4 +90,74 @@ import Testing
         #expect(lines.count == 1, "\(result.output)")
         #expect(lines.first?.contains("the call goes on without a window") == true)
     }
+
+    @Test func vTurnsTheSentVideoBlackAndBackAndSSharesTheScreen() async throws {
+        let server = try TestXServer()
+        defer { server.stop() }
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
+        let recording = call.directory.appendingPathComponent("bob-recording").path
+        let alice = try await server.withDisplay { try call.join("alice", ["--window", "--duration", "60"]) }
+        let bob = try call.join("bob", ["--no-window", "--video", "none", "--record", recording, "--duration", "60"])
+        let title = "Conclave call \(call.callID)"
+        func frames() -> Int { bob.participant("alice")?["videoFrames"] as? Int ?? 0 }
+        func output() -> String { (try? String(contentsOf: alice.stdoutFile, encoding: .utf8)) ?? "" }
+        func framesGrow(by count: Int) async -> Bool {
+            let from = frames()
+            return await waitUntil(timeout: .seconds(20)) { frames() >= from + count } != nil
+        }
+        #expect(await framesGrow(by: 30), "Bob got no video from Alice: \(alice.errorOutput)")
+
+        try server.type("v", intoWindowTitled: title)
+        let off = await waitUntil(timeout: .seconds(10)) { output().contains("window: video off") }
+        #expect(off != nil, "\(output()) \(alice.errorOutput)")
+        #expect(await framesGrow(by: 60), "Alice's video stopped while off")
+        try server.type("v", intoWindowTitled: title)
+        let on = await waitUntil(timeout: .seconds(10)) { output().contains("window: video on") }
+        #expect(on != nil, "\(output())")
+        #expect(await framesGrow(by: 30))
+        try server.type("s", intoWindowTitled: title)
+        let sharing = await waitUntil(timeout: .seconds(10)) {
+            output().contains("window: sharing the screen in place of the video")
+        }
+        #expect(sharing != nil, "\(output()) \(alice.errorOutput)")
+        #expect(await framesGrow(by: 30), "Alice's video stopped while sharing the screen")
+
+        bob.signal(SIGTERM)
+        alice.signal(SIGTERM)
+        #expect(await bob.waitForExit() == 0, "\(bob.errorOutput)")
+        #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
+
+        // Bob's recording of Alice: the pattern, then black for about two seconds, then the
+        // pattern again, in one stream (the same track throughout).
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recording + "/manifest.json")))
+                as? [String: Any]
+        )
+        let participants = manifest["participants"] as? [[String: Any]] ?? []
+        let entry = try #require(participants.first { ($0["userID"] as? String) == "alice" }, "\(participants)")
+        let segment = try #require((entry["segments"] as? [[String: Any]])?.first)
+        let file = recording + "/" + (try #require(segment["file"] as? String))
+        let gray = call.directory.appendingPathComponent("alice.gray").path
+        let decoded = try runProcess(
+            "ffmpeg",
+            [
+                "-v", "error", "-y", "-i", file, "-map", "0:v:0", "-vf", "scale=64:48", "-pix_fmt", "gray", "-f",
+                "rawvideo", gray,
+            ]
+        )
+        #expect(decoded.succeeded, "\(decoded.errorOutput)")
+        let pixels = [UInt8](try Data(contentsOf: URL(fileURLWithPath: gray)))
+        let means = stride(from: 0, to: pixels.count - 3_071, by: 3_072).map { start in
+            pixels[start..<(start + 3_072)].reduce(0) { $0 + Int($1) } / 3_072
+        }
+        let black = means.filter { $0 <= 20 }.count
+        let firstBlack = try #require(means.firstIndex { $0 <= 20 }, "no black frame among \(means.count)")
+        #expect(black >= 45, "\(black) black frames of \(means.count)")
+        #expect(
+            means[..<firstBlack].allSatisfy { $0 > 20 } && firstBlack >= 20,
+            "frames before v: \(means.prefix(firstBlack))"
+        )
+        #expect(means[(firstBlack + black)...].contains { $0 > 20 }, "no picture after v again")
+    }
 }

@@ -116,6 +116,58 @@ public final class TestXServer: @unchecked Sendable {
         }
     }
 
+    /// Types `key` (an X keysym name: `v`, `s`, `m`) into the window titled `title`, as a key
+    /// press and release sent to it (Xvfb has no XTest; SDL takes sent key events as typed ones).
+    public func type(_ key: String, intoWindowTitled title: String) throws {
+        let result = try runProcess(try TestPaths.python(), ["-c", Self.keyScript, display, title, key])
+        guard result.succeeded else {
+            throw SubprocessError(description: "cannot type \(key) into the window \(title): \(result.errorOutput)")
+        }
+    }
+
+    private static let keyScript = """
+        import ctypes, sys
+        x = ctypes.CDLL("libX11.so.6")
+        x.XOpenDisplay.restype = ctypes.c_void_p
+        x.XDefaultRootWindow.restype = ctypes.c_ulong
+        x.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
+        x.XQueryTree.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.POINTER(ctypes.c_ulong),
+            ctypes.POINTER(ctypes.c_ulong), ctypes.POINTER(ctypes.POINTER(ctypes.c_ulong)),
+            ctypes.POINTER(ctypes.c_uint)]
+        x.XFetchName.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.POINTER(ctypes.c_char_p)]
+        x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+        x.XStringToKeysym.restype = ctypes.c_ulong
+        x.XStringToKeysym.argtypes = [ctypes.c_char_p]
+        x.XKeysymToKeycode.restype = ctypes.c_ubyte
+        x.XKeysymToKeycode.argtypes = [ctypes.c_void_p, ctypes.c_ulong]
+        x.XFlush.argtypes = [ctypes.c_void_p]
+        class KeyEvent(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
+                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("root", ctypes.c_ulong),
+                ("subwindow", ctypes.c_ulong), ("time", ctypes.c_ulong), ("x", ctypes.c_int), ("y", ctypes.c_int),
+                ("x_root", ctypes.c_int), ("y_root", ctypes.c_int), ("state", ctypes.c_uint),
+                ("keycode", ctypes.c_uint), ("same_screen", ctypes.c_int), ("pad", ctypes.c_long * 16)]
+        d = x.XOpenDisplay(sys.argv[1].encode())
+        if not d: sys.exit("no display " + sys.argv[1])
+        root = x.XDefaultRootWindow(d)
+        code = x.XKeysymToKeycode(d, x.XStringToKeysym(sys.argv[3].encode()))
+        if not code: sys.exit("no keycode for " + sys.argv[3])
+        r, p, n = ctypes.c_ulong(), ctypes.c_ulong(), ctypes.c_uint()
+        children = ctypes.POINTER(ctypes.c_ulong)()
+        x.XQueryTree(d, root, ctypes.byref(r), ctypes.byref(p), ctypes.byref(children), ctypes.byref(n))
+        sent = 0
+        for i in range(n.value):
+            name = ctypes.c_char_p()
+            if x.XFetchName(d, children[i], ctypes.byref(name)) and name.value == sys.argv[2].encode():
+                for kind in (2, 3):
+                    event = KeyEvent(type=kind, send_event=1, window=children[i], root=root, keycode=code,
+                        same_screen=1, time=0)
+                    x.XSendEvent(d, children[i], 1, 3, ctypes.byref(event))
+                sent += 1
+        x.XFlush(d)
+        if not sent: sys.exit("no window titled " + sys.argv[2])
+        """
+
     private static let closeScript = """
         import ctypes, sys
         x = ctypes.CDLL("libX11.so.6")
