@@ -3,18 +3,21 @@ import ConclavePulse
 import Foundation
 
 /// `conclave devices`: the microphones and speakers (PulseAudio) a call can use, by the names
-/// `join --audio mic:NAME` takes.
+/// `join --audio mic:NAME` takes, and the cameras and screens `join --video camera:...` and
+/// `--video screen:...` take.
 ///
 /// A machine without a PulseAudio server still gets an answer: one line saying so, exit 0, and
 /// whatever the other sections list.
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devices",
-        abstract: "List microphones and speakers.",
+        abstract: "List microphones, speakers, cameras and screens.",
         discussion: """
             Microphones and speakers come from the PulseAudio server (PULSE_SERVER, else the one in \
             the user's runtime directory; PipeWire serves the same API). Monitors (what a speaker \
-            plays, recordable like a microphone) are marked. The default of each kind is starred.
+            plays, recordable like a microphone) are marked. The default of each kind is starred. \
+            Cameras are the capture devices among /dev/video*, with their formats; screens are the X \
+            displays (DISPLAY first, then every /tmp/.X11-unix socket), with their size.
             """
     )
 
@@ -23,13 +26,17 @@ struct DevicesCommand: AsyncParsableCommand {
 
     func run() async throws {
         let audio = await AudioDevices.load()
-        // Cameras and screens: another section per kind goes here (VideoDeviceCatalog), listed
-        // beside the audio devices in both the text and the JSON output.
         if json {
-            let data = try JSONSerialization.data(withJSONObject: audio.json, options: [.sortedKeys])
+            // One object: the audio keys beside `cameras` and `screens` as ConclaveCapture encodes them.
+            var object = audio.json
+            let video = try JSONEncoder().encode(VideoDevices.listing())
+            let encoded = try JSONSerialization.jsonObject(with: video) as? [String: Any]
+            object.merge(encoded ?? [:]) { current, _ in current }
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
             print(audio.text, terminator: "")
+            for line in VideoDevices.lines() { print(line) }
         }
     }
 }

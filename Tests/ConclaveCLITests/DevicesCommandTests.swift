@@ -33,12 +33,39 @@ import Testing
         let text = try conclave(["devices"], environment: ["PULSE_SERVER": address])
         #expect(text.succeeded, "\(text.errorOutput)")
         #expect(text.output.hasPrefix("no PulseAudio server at \(address): "), "\(text.output)")
-        #expect(text.output.split(separator: "\n").count == 1)
+        // The audio part is that one line; the camera and screen lines follow it.
+        let audioLines = text.output.split(separator: "\n").filter {
+            !$0.hasPrefix("camera") && !$0.hasPrefix("screen")
+        }
+        #expect(audioLines.count == 1, "\(text.output)")
 
         let json = try conclave(["devices", "--json"], environment: ["PULSE_SERVER": address])
         #expect(json.succeeded, "\(json.errorOutput)")
         let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
         #expect((object["microphones"] as? [Any])?.isEmpty == true)
         #expect((object["problems"] as? [String])?.first?.contains("no PulseAudio server") == true)
+    }
+
+    @Test func listsTheScreensBesideTheAudioDevices() throws {
+        let pulse = try TestPulseServer(sinks: ["speaker"])
+        let server = try TestXServer(width: 800, height: 600)
+        defer { server.stop() }
+        let environment = pulse.environment.merging(["DISPLAY": server.display]) { $1 }
+        let text = try conclave(["devices"], environment: environment)
+        #expect(text.succeeded, "\(text.errorOutput)")
+        let lines = text.output.split(separator: "\n").map(String.init)
+        let speakers = try #require(lines.firstIndex(of: "Speakers:"))
+        let screen = try #require(lines.firstIndex(of: "screen \(server.display)  800x600"), "\(text.output)")
+        #expect(screen > speakers, "screens come after the audio devices: \(text.output)")
+        #expect(lines.contains { $0.hasPrefix("camera") }, "a camera line, even when there is none: \(text.output)")
+
+        let json = try conclave(["devices", "--json"], environment: environment)
+        #expect(json.succeeded, "\(json.errorOutput)")
+        let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
+        let screens = try #require(object["screens"] as? [[String: Any]], "\(object)")
+        #expect(screens.first?["display"] as? String == server.display)
+        #expect(screens.first?["size"] as? String == "800x600")
+        #expect(object["cameras"] is [Any], "\(object)")
+        #expect((object["speakers"] as? [[String: Any]])?.first?["name"] as? String == "speaker")
     }
 }
