@@ -9,7 +9,7 @@ public struct PulseMicrophoneStatistics: Sendable, Hashable {
     public var captured = 0
     /// Blocks handed to the sender.
     public var delivered = 0
-    /// Oldest blocks dropped because the sender fell behind (the queue is bounded).
+    /// Blocks dropped: the queue was full, or they were stale when the sender took a newer one.
     public var dropped = 0
     /// Blocks of silence handed out because none was queued (``PulseMicrophone/nextFrame()`` was
     /// called without waiting).
@@ -23,7 +23,8 @@ public struct PulseMicrophoneStatistics: Sendable, Hashable {
 ///
 /// The server delivers fragments of about 10 ms (low latency) on the pulse thread; they are cut
 /// into 20 ms blocks and queued. The queue is bounded (``queueCapacity`` blocks): if the sender
-/// stalls, the oldest blocks are dropped and counted, so the delay never grows. The sender waits
+/// stalls, the oldest blocks are dropped and counted, and when it takes a block, all but the
+/// newest ``freshBlocks`` are dropped, so no backlog becomes a standing delay. The sender waits
 /// in ``waitUntilReady()`` (a continuation resumed from the pulse thread) and then takes a block
 /// with ``nextFrame()``, which never blocks: with nothing queued it hands out silence and counts
 /// an underrun.
@@ -39,6 +40,14 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
     public static let samplesPerBlock = 960
     /// Blocks the queue holds before dropping the oldest (200 ms).
     public static let queueCapacity = 10
+    /// Blocks that may wait when the sender takes one (40 ms); older ones are dropped then.
+    ///
+    /// The sender is paced in real time from its first block, so a backlog (blocks captured
+    /// before it started, or a device clock running fast) would never be caught up: it would
+    /// stay as a standing delay on every word, up to the whole queue (200 ms, measured by
+    /// `bench/devices`). Dropping what is stale when taking a block keeps the microphone's part of
+    /// the delay under this bound.
+    public static let freshBlocks = 2
 
     public let timeline: FrameTimeline
     public var channels: Int { 1 }
@@ -98,7 +107,7 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
 
     public func nextFrame() throws -> AudioFrame? {
         let taken = queue.withLock { queue -> [Int16]?? in
-            if let block = queue.pop() { return .some(block) }
+            if let block = queue.pop(keepingAtMost: Self.freshBlocks) { return .some(block) }
             if queue.ended { return .none }
             queue.statistics.underruns += 1
             return .some(nil)
@@ -210,8 +219,15 @@ private struct BlockQueue {
         blocks.append(block)
     }
 
-    mutating func pop() -> [Int16]? {
+    /// The oldest block that is not stale: with more than `limit` queued, the older ones are
+    /// dropped (counted) first.
+    mutating func pop(keepingAtMost limit: Int) -> [Int16]? {
         guard !blocks.isEmpty else { return nil }
+        if blocks.count > limit {
+            let stale = blocks.count - limit
+            blocks.removeFirst(stale)
+            statistics.dropped += stale
+        }
         statistics.delivered += 1
         return blocks.removeFirst()
     }
