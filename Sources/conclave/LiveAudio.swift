@@ -88,8 +88,10 @@ enum LiveAudio {
     static func connection() async throws(PulseError) -> PulseConnection {
         if let connection = shared.withLock({ $0 }) { return connection }
         let connection = try await PulseConnection.connect()
-        shared.withLock { $0 = $0 ?? connection }
-        return shared.withLock { $0 } ?? connection
+        return shared.withLock {
+            $0 = $0 ?? connection
+            return $0 ?? connection
+        }
     }
 
     /// Flips the microphone's mute (the window's `m`, as SIGUSR1 does); the status line, or nil

@@ -185,19 +185,7 @@ import Testing
         try Beeps.track(seconds: 20).write(to: track)
         let player = try server.play(track, into: "mic")
         defer { player.stop() }
-        let heard = await withDeadline(.seconds(15)) { () -> Bool in
-            var samples: [Int16] = []
-            while Beeps.onsets(in: samples).count < 2 {
-                do {
-                    try await microphone.waitUntilReady()
-                    guard let frame = try microphone.nextFrame() else { return false }
-                    samples += frame.samples
-                } catch {
-                    return false
-                }
-            }
-            return true
-        }
+        let heard = await hearsBeeps(microphone, within: .seconds(15))
         #expect(heard, "no beeps from the microphone within 15 s of the restart")
         #expect(microphone.statistics.restarts >= 1)
     }
@@ -227,7 +215,18 @@ import Testing
         try Beeps.track(seconds: 20).write(to: track)
         let player = try server.play(track, into: "speaker")
         defer { player.stop() }
-        let heard = await withDeadline(.seconds(15)) { () -> Bool in
+        let heard = await hearsBeeps(microphone, within: .seconds(15))
+        #expect(heard, "no beeps from the default source within 15 s")
+        let seen = await firstWithin(.seconds(10)) { await moved.value }
+        #expect(seen?.first == .running(device: "mic.monitor"), "\(seen ?? [])")
+        #expect(seen?.last == .running(device: "speaker.monitor"), "\(seen ?? [])")
+    }
+
+    /// Reads `recording` in half-second stretches until two beeps were heard or `seconds` of audio
+    /// passed.
+    /// Whether the microphone's blocks carry two beep onsets before `limit` passes.
+    private func hearsBeeps(_ microphone: PulseMicrophone, within limit: Duration) async -> Bool {
+        await withDeadline(limit) { () -> Bool in
             var samples: [Int16] = []
             while Beeps.onsets(in: samples).count < 2 {
                 do {
@@ -240,14 +239,8 @@ import Testing
             }
             return true
         }
-        #expect(heard, "no beeps from the default source within 15 s")
-        let seen = await firstWithin(.seconds(10)) { await moved.value }
-        #expect(seen?.first == .running(device: "mic.monitor"), "\(seen ?? [])")
-        #expect(seen?.last == .running(device: "speaker.monitor"), "\(seen ?? [])")
     }
 
-    /// Reads `recording` in half-second stretches until two beeps were heard or `seconds` of audio
-    /// passed.
     private func heardBeeps(_ recording: PulseRecording, within seconds: Int) throws -> Bool {
         var samples: [Int16] = []
         while samples.count < seconds * Beeps.sampleRate {
