@@ -5,6 +5,10 @@ import Foundation
 import JanusTestBed
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Chromium (headless, driving web/ through DevTools) and `conclave` in one Janus room, both ways,
 /// in VP8 and in H264 (Chromium's OpenH264, packetization-mode 1), with Opus audio.
 ///
@@ -139,6 +143,24 @@ import Testing
         )
         _ = try await chromium.evaluate("conclavePeer.leave()")
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    @Test func aPageThatNeverGetsThereIsAnErrorAndStopLeavesNoProcess() async throws {
+        let bed = try TestJanus.shared()
+        let chromium = try TestChromium(janusAddress: bed.janusAddress)
+        try await chromium.open(
+            parameters: page(bed, room: TestJanus.uniqueRoomID(), display: "chromium:Chromium", codec: "vp8")
+        )
+        // The room does not exist: Janus refuses the join, the page says so, and the wait fails.
+        let failure = await #expect(throws: SubprocessError.self) {
+            _ = try await chromium.waitFor("s.joined", timeout: .seconds(5))
+        }
+        #expect(failure?.description.contains("not within 5000 ms") == true, "\(String(describing: failure))")
+        #expect(failure?.description.contains("No such room") == true, "\(String(describing: failure))")
+        let group = chromium.processGroup
+        #expect(kill(-group, 0) == 0, "Chromium runs in its own process group")
+        chromium.stop()
+        #expect(kill(-group, 0) == -1 && errno == ESRCH, "no process of Chromium's group is left")
     }
 
     // MARK: Helpers

@@ -80,6 +80,9 @@ public final class TestChromium: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Chromium's process group (its pid): every process of the browser is in it.
+    public var processGroup: pid_t { chromiumPID }
+
     /// The Chromium executable: Debian's binary itself (its /usr/bin/chromium wrapper adds API
     /// keys and extensions a test does not want), else whatever `chromium` is on PATH.
     static func chromiumExecutable() throws -> String {
@@ -170,6 +173,10 @@ public final class TestChromium: @unchecked Sendable {
         kill(-chromiumPID, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(chromiumPID, &status, 0)
+        // The browser's own children are orphans now, reaped by init: wait (boundedly) until the
+        // group is empty, so that a test ends with no Chromium process left.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while kill(-chromiumPID, 0) == 0, ContinuousClock.now < deadline { usleep(10_000) }
         connection.close()
         server.stop()
         try? FileManager.default.removeItem(at: directory.appendingPathComponent("profile"))
