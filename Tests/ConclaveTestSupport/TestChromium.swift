@@ -34,7 +34,8 @@ public final class TestChromium: @unchecked Sendable {
 
     /// The folder served on 127.0.0.1 (the page with janus.js beside it) and Chromium's profile.
     public let directory: URL
-    /// The page's origin, http://127.0.0.1:PORT... as localhost: getUserMedia wants a secure context.
+    /// The page's origin, http://localhost:PORT (served on 127.0.0.1): getUserMedia needs a secure
+    /// context, and localhost is one.
     public let origin: String
     private let server: BackgroundProcess
     private let chromiumPID: pid_t
