@@ -336,6 +336,7 @@
     report.forEach((entry) => {
       if (entry.type !== type || entry.mid === undefined) return;
       const codec = entry.codecId ? report.get(entry.codecId) : null;
+      const source = entry.mediaSourceId ? report.get(entry.mediaSourceId) : null;
       result[entry.mid] = {
         kind: entry.kind,
         codec: codec ? codec.mimeType : null,
@@ -345,6 +346,9 @@
         framesDecoded: entry.framesDecoded || 0,
         keyFramesDecoded: entry.keyFramesDecoded || 0,
         framesEncoded: entry.framesEncoded || 0,
+        // Pictures the camera gave against pictures sent: the difference is what the encoder dropped.
+        framesCaptured: source ? source.frames || 0 : 0,
+        framesSent: entry.framesSent || 0,
         frameWidth: entry.frameWidth || 0,
         frameHeight: entry.frameHeight || 0,
         totalSamplesReceived: entry.totalSamplesReceived || 0,
