@@ -9,7 +9,7 @@
 //   codec    video codec to send: vp8 or h264           (default vp8; audio is always Opus)
 //   audio    yes or no: send the microphone             (default yes)
 //   video    yes or no: send the camera                 (default yes)
-//   width, height, fps  the camera's capture size      (default 640, 480, 30)
+//   width, height, fps  the camera's capture size      (default 640x480, the camera's own rate)
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -38,7 +38,9 @@
     video: yes("video", "yes"),
     width: Number(params.get("width") || 640),
     height: Number(params.get("height") || 480),
-    fps: Number(params.get("fps") || 30),
+    // No frame rate asked for unless given: Chromium's track adapter then drops every picture
+    // that comes early after a late one, which a busy machine makes common.
+    fps: params.get("fps") ? Number(params.get("fps")) : null,
   };
 
   // Plain data only, so that a driver can read it as JSON at any time.
@@ -228,11 +230,8 @@
     const tracks = [];
     if (config.audio) tracks.push({ type: "audio", capture: true, recv: false });
     if (config.video) {
-      const capture = {
-        width: { ideal: config.width },
-        height: { ideal: config.height },
-        frameRate: { ideal: config.fps },
-      };
+      const capture = { width: { ideal: config.width }, height: { ideal: config.height } };
+      if (config.fps) capture.frameRate = { ideal: config.fps };
       // janus.js puts the codec first with setCodecPreferences.
       tracks.push({ type: "video", capture, recv: false, codec: config.codec });
     }
