@@ -427,6 +427,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Headless Chromium in the call (web/ driven over DevTools), against `conclave` itself.
+        .testTarget(
+            name: "BrowserInteropTests",
+            dependencies: ["ConclaveTestSupport", "ConclaveMedia", "ConclaveCore", "JanusTestBed"]
+        ),
     ]
 )
 
