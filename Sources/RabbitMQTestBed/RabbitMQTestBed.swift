@@ -11,7 +11,8 @@ import Logging
 /// private `epmd`, so nothing is shared with another broker on the machine). The node runs as the
 /// `rabbitmq` user (Debian's wrapper switches to it when started as root), so its folder belongs
 /// to that user. Readiness is `rabbitmqctl wait` on the node's pid file, not a fixed sleep.
-/// ``stop()`` kills the node and its epmd by pid and removes the folder.
+/// ``stop()`` kills the node and its epmd by pid and removes the folder. Tests that never stop,
+/// restart or pause the broker take the process's shared one with ``shared()`` instead.
 public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     // @unchecked: mutable state (`nodePID`, `stopped`) is guarded by `lock`.
 
@@ -66,6 +67,11 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     private var nodePID: pid_t?
     private var epmdProcess: Process?
     private var stopped = false
+    /// Set on a handle of the process's shared node (``shared()``): which lease it is.
+    /// ``stop()`` hands that lease back instead of killing the node, which the handle does not own.
+    let lease: Int?
+    /// A handle of the shared node (``shared()``), not a broker of its own.
+    public var isShared: Bool { lease != nil }
 
     /// The pid of the broker's Erlang VM, while it runs.
     public var pid: pid_t? { lock.withLock { nodePID } }
@@ -73,11 +79,13 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     public var epmdPID: pid_t? { lock.withLock { epmdProcess?.processIdentifier } }
 
     /// Writes the configuration, starts epmd and the node, and waits until the node is up.
-    public init(configuration: Configuration = Configuration(), logger: Logger = Logger(label: "rabbitmq-testbed"))
-        throws
-    {
+    public init(
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "rabbitmq-testbed")
+    ) throws {
         self.configuration = configuration
         self.logger = logger
+        lease = nil
         try Self.requireTools()
         let ports = try Self.freePorts(5)
         (amqpPort, webSTOMPPort, stompPort, distributionPort, epmdPort) = (
@@ -90,14 +98,35 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         do {
             try writeConfiguration()
             try startEPMD()
-            try startBroker()
+            try bootNode()
         } catch {
             teardown()
             throw error
         }
     }
 
-    deinit { teardown() }
+    /// A handle of `node` (the shared one) for lease `number`: the same ports and folder, no
+    /// processes of its own.
+    init(leaseOf node: RabbitMQTestBed, number: Int) {
+        configuration = node.configuration
+        logger = node.logger
+        lease = number
+        (amqpPort, webSTOMPPort, stompPort, distributionPort, epmdPort) = (
+            node.amqpPort, node.webSTOMPPort, node.stompPort, node.distributionPort, node.epmdPort
+        )
+        nodeName = node.nodeName
+        directory = node.directory
+        stopped = true  // nothing of this handle's to tear down
+    }
+
+    deinit {
+        // A handle dropped without stop() still hands its lease back.
+        if let lease {
+            SharedRabbitMQ.release(lease: lease)
+        } else {
+            teardown()
+        }
+    }
 
     // MARK: Configuration
 
@@ -165,6 +194,20 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     /// Starts the node (after ``stopBroker()``, with the state it had: users, permissions) and
     /// waits until it serves.
     public func startBroker() throws {
+        try refuseIfShared("start")
+        try bootNode()
+    }
+
+    /// A shared broker outlives the test holding it, so only a private one may be stopped,
+    /// started or restarted by a test.
+    private func refuseIfShared(_ action: String) throws {
+        guard isShared else { return }
+        throw RabbitMQTestBedError(
+            "cannot \(action) the shared broker (other tests use it): use RabbitMQTestBed() for a private one"
+        )
+    }
+
+    private func bootNode() throws {
         try? FileManager.default.removeItem(at: pidFile)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.which("rabbitmq-server"))
@@ -179,8 +222,9 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         try? handle.close()
         let seconds = max(Int(configuration.startTimeout.components.seconds), 1)
         do {
+            // `wait` ends with the node's own await_startup (boot steps, definitions and plugins
+            // done), so a second rabbitmqctl for await_startup would only add an Erlang VM's boot.
             try rabbitmqctl(["wait", pidFile.path, "--timeout", "\(seconds)"])
-            try rabbitmqctl(["await_startup", "--timeout", "\(seconds)"])
         } catch {
             throw RabbitMQTestBedError("RabbitMQ did not start: \(error)\n\(logTail())")
         }
@@ -194,6 +238,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
 
     /// Stops the node gracefully, keeping its state for ``startBroker()``.
     public func stopBroker() throws {
+        try refuseIfShared("stop")
         guard let pid = lock.withLock({ nodePID }) else { return }
         try rabbitmqctl(["shutdown"])
         Self.waitForExit(pid, timeout: .seconds(30))
@@ -206,7 +251,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         try startBroker()
     }
 
-    /// Freezes the node (SIGSTOP): connections stay open but nothing arrives, as with a hung server.
+    /// Freezes the node (SIGSTOP; a private broker only: a shared one's handle has no pid): connections stay open but nothing arrives, as with a hung server.
     public func pause() {
         if let pid = pid { kill(pid, SIGSTOP) }
     }
@@ -241,8 +286,15 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
 
     // MARK: Teardown
 
-    /// Kills the node and its epmd by pid and removes the folder. Safe to call twice.
-    public func stop() { teardown() }
+    /// Kills the node and its epmd by pid and removes the folder; for the shared broker
+    /// (``shared()``), hands it back emptied instead. Safe to call twice.
+    public func stop() {
+        if let lease {
+            SharedRabbitMQ.release(lease: lease)
+        } else {
+            teardown()
+        }
+    }
 
     /// Leaves the broker running when this object goes away; ``stop(pid:epmdPID:directory:)`` stops it.
     public func detach() {

@@ -25,7 +25,7 @@ import Testing
 
     @Test func invitationsRotationLeaveAndHandoverOverTheBroker() async throws {
         let bed = try TestJanus.shared()
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-broker-call")
         let callID = UInt64.random(in: 1...9_000_000_000)
@@ -276,7 +276,7 @@ import Testing
     }
 
     @Test func listenLogsWhatItCannotUseInOneLineEachAndLeavesOnSIGTERM() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-listen")
         let data = directory.appendingPathComponent("data").path

@@ -17,7 +17,8 @@ import Testing
     typealias Member = CallKeyRotationTests.Member
     typealias Lines = CallKeyCoordinatorTests.Lines
 
-    /// A call of users 1… `count` whose channels are STOMP connections to a broker of its own.
+    /// A call of users 1… `count` whose channels are STOMP connections to the shared broker, or
+    /// with `privateBroker` to one of its own (which the test may stop and start).
     struct BrokerCall {
         var broker: RabbitMQTestBed
         var members: [Member]
@@ -67,9 +68,14 @@ import Testing
         return channel
     }
 
-    static func startCall(count: Int, rotationPeriod: Double, folder: URL) async throws -> BrokerCall {
+    static func startCall(
+        count: Int,
+        rotationPeriod: Double,
+        folder: URL,
+        privateBroker: Bool = false
+    ) async throws -> BrokerCall {
         let bed = try TestJanus.shared()
-        let broker = try RabbitMQTestBed()
+        let broker = try privateBroker ? RabbitMQTestBed() : RabbitMQTestBed.shared()
         var channels: [UInt64: any SignalingChannel] = [:]
         var stompChannels: [STOMPSignalingChannel] = []
         var loggers: [UInt64: Logger] = [:]
@@ -149,7 +155,7 @@ import Testing
     @Test func aBrokerRestartMidCallKeepsMediaFlowingAndTheOwedRotationFollows() async throws {
         let folder = try TestPaths.temporaryDirectory("conclave-broker-call")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let call = try await Self.startCall(count: 3, rotationPeriod: 4, folder: folder)
+        let call = try await Self.startCall(count: 3, rotationPeriod: 4, folder: folder, privateBroker: true)
         let first = await Self.waitUntil { call.members.allSatisfy { ($0.ring.current()?.epoch ?? 0) >= 1 } }
         #expect(first != nil, "a rotation before the outage")
 

@@ -58,7 +58,7 @@ struct RecorderCommandTests {
     }
 
     @Test func submitQueuesAJobWhoseKeyOpensOnTheFleetDevice() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-recorder-submit")
         let submitter = try await makeDevice("sub", id: 10, passcode: try broker.addSubmitter(10), in: directory)
@@ -138,7 +138,7 @@ struct RecorderCommandTests {
     /// `--invitation FILE`: the file's text becomes the job's invitation (never argv), checked as
     /// the services check it before anything is sent.
     @Test func submitCarriesTheInvitationFromItsFile() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-recorder-invitation")
         let submitter = try await makeDevice("sub", id: 10, passcode: try broker.addSubmitter(10), in: directory)
@@ -186,7 +186,7 @@ struct RecorderCommandTests {
     /// The call's host needs no invitation file: the command signs one to the fleet device from
     /// the roster kept with the call, and the service's own check takes it.
     @Test func submitByTheHostSignsTheInvitationTheServiceAccepts() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-recorder-host")
         let host = try await makeDevice("host", id: 10, passcode: try broker.addSubmitter(10), in: directory)
@@ -308,7 +308,7 @@ struct RecorderCommandTests {
     }
 
     @Test func statusShowsEveryServiceAndRecentFailures() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let directory = try TestPaths.temporaryDirectory("conclave-recorder-status")
         let watcher = try await makeDevice("ops", id: 11, passcode: try broker.addSubmitter(11), in: directory)

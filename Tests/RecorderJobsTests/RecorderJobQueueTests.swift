@@ -74,7 +74,7 @@ struct RecorderJobQueueTests {
 
     /// Submitters cannot consume jobs and recorders cannot submit them.
     @Test func permissionsSeparateSubmittersFromRecorders() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         let submitter = try BrokerClient(bed, device: 10, passcode: try bed.addSubmitter(10))
         try await submitter.connect()

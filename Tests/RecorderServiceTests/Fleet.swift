@@ -85,7 +85,7 @@ final class Fleet: @unchecked Sendable {
     let log: EventLog
 
     init() async throws {
-        broker = try RabbitMQTestBed()
+        broker = try RabbitMQTestBed.shared()
         janus = try TestJanus.shared()
         directory = try TestPaths.temporaryDirectory("recorder-fleet")
         storage = directory.appendingPathComponent("storage")
@@ -109,8 +109,7 @@ final class Fleet: @unchecked Sendable {
             attributes: [.posixPermissions: 0o600]
         )
         let watcherPasscode = RabbitMQTestBed.randomPasscode()
-        try broker.rabbitmqctl(["add_user", "watcher"], input: watcherPasscode)
-        try broker.rabbitmqctl(["set_permissions", "-p", RabbitMQTestBed.virtualHost, "watcher", ".*", ".*", ".*"])
+        try broker.importUser(login: "watcher", passcode: watcherPasscode, permissions: (".*", ".*", ".*"))
         // Bounded and retried with a fresh connection: a WebSocket stuck before its handshake
         // fails the test after three tries instead of hanging the run.
         var connected: STOMPConnection?

@@ -276,7 +276,7 @@ struct RecorderServiceKeyRotationTests {
     /// only, and sends through the shared channel.
     @Test("the service's signaling channel hands each call's messages to that call's views only")
     func signalingHubRoutesByCall() async throws {
-        let broker = try RabbitMQTestBed()
+        let broker = try RabbitMQTestBed.shared()
         defer { broker.stop() }
         let passcode = try broker.addRecorder(Fleet.deviceID)
         let hub = CallSignalingHub(

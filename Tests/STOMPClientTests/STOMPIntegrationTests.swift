@@ -36,7 +36,7 @@ struct STOMPIntegrationTests {
     }
 
     @Test func roundTripIsByteIdenticalBothWays() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         let one = try channel(bed, device: 1, passcode: try bed.addDevice(1))
         let two = try channel(bed, device: 2, passcode: try bed.addDevice(2))
@@ -67,7 +67,7 @@ struct STOMPIntegrationTests {
     }
 
     @Test func deviceCannotSubscribeToAnotherDevicesDestination() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         _ = try bed.addDevice(2)
         let one = try channel(bed, device: 1, passcode: try bed.addDevice(1))
@@ -89,7 +89,7 @@ struct STOMPIntegrationTests {
     }
 
     @Test func wrongPasscodeIsRefusedOnceWithoutRetrying() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         _ = try bed.addDevice(1)
         let one = try channel(bed, device: 1, passcode: "not-the-passcode")
@@ -107,7 +107,7 @@ struct STOMPIntegrationTests {
     }
 
     @Test func revokedCredentialsEndTheConnectionWithATypedError() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         let one = try channel(bed, device: 1, passcode: try bed.addDevice(1))
         let events = Recorder(one.events)
@@ -217,8 +217,7 @@ extension STOMPIntegrationTests {
     /// A user allowed everything in the vhost: a work queue of its own, not a device's destinations.
     func worker(_ bed: RabbitMQTestBed, _ login: String) throws -> STOMPConnection {
         let passcode = RabbitMQTestBed.randomPasscode()
-        try bed.rabbitmqctl(["add_user", login], input: passcode)
-        try bed.rabbitmqctl(["set_permissions", "-p", RabbitMQTestBed.virtualHost, login, ".*", ".*", ".*"])
+        try bed.importUser(login: login, passcode: passcode, permissions: (".*", ".*", ".*"))
         let connection = try STOMPConnection(
             configuration: STOMPClientConfiguration(
                 url: bed.webSocketURL,
@@ -231,7 +230,7 @@ extension STOMPIntegrationTests {
     }
 
     @Test func clientIndividualAcknowledgementAgainstRabbitMQ() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         let consumer = try worker(bed, "consumer")
         let inbox = Recorder(consumer.messages)
