@@ -20,6 +20,8 @@ so a dropped or late redraw never shifts the scale, and a difference of two read
                               Prints "count p50 p95 unreadable staleness_p95" (ms); exits 1 when no
                               tile code can be read.
 
+  selftest                    checks the reader against strips drawn in memory (no display).
+
 RECT is X,Y,WxH on the screen. `source` and `copy` print "ready" once their window is mapped, then
 run until SIGTERM. Standard library only (libX11 through ctypes).
 """
@@ -329,10 +331,60 @@ def run_sample(arguments):
     return 0
 
 
+def run_selftest(_):
+    """The reader against pictures drawn here: every number read back from a strip scaled like a
+    tile, a damaged strip or a blank one never read as a number, the CRC as Pattern.swift has it."""
+    failures = []
+    if (crc8(0), crc8(0xFFFFFF)) != (crc8_reference(0), crc8_reference(0xFFFFFF)):
+        failures.append("crc8 differs from the bitwise reference")
+    picture, rect = (640, 360), (7, 4, 945, 532)
+    stride = (rect[0] + rect[2]) * 4
+    reader = Reader(rect, picture, 0, 0)
+
+    def draw(word):
+        pixels = bytearray(stride * reader.bottom)
+        cell = cell_size(picture[0])
+        for y in range(rect[1], reader.bottom):
+            row = (y - rect[1]) * picture[1] // rect[3] // cell
+            if row >= ROWS:
+                break
+            line = bytearray(stride)
+            for column in range(COLUMNS):
+                if word >> (31 - (row * COLUMNS + column)) & 1:
+                    left = rect[0] + -(-column * cell * rect[2] // picture[0])
+                    right = rect[0] + -(-(column + 1) * cell * rect[2] // picture[0])
+                    line[left * 4 : right * 4] = b"\xeb" * (4 * (right - left))
+            pixels[y * stride : (y + 1) * stride] = line
+        return pixels
+
+    for number in (0, 1, 0x5A5A5A, 12_345_678, MODULUS - 1):
+        word = number << 8 | crc8(number)
+        if reader.read(draw(word), stride) != number:
+            failures.append("%d not read back" % number)
+        for bit in (0, 13, 31):
+            if reader.read(draw(word ^ 1 << bit), stride) is not None:
+                failures.append("%d with bit %d flipped read as a number" % (number, bit))
+    if reader.read(bytearray(stride * reader.bottom), stride) is not None:
+        failures.append("a black strip read as a number")
+    for failure in failures:
+        print("screen-probe selftest:", failure, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def crc8_reference(number):
+    """The same CRC as polynomial long division (the start value XORed into the first byte), a
+    second spelling to check the first against."""
+    register = (number ^ 0xA5 << 16) << 8
+    for bit in range(31, 7, -1):
+        if register >> bit & 1:
+            register ^= 0x107 << (bit - 8)
+    return register
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     parser = argparse.ArgumentParser(description="Glass-to-glass probe: time codes drawn and read on an X display.")
-    parser.add_argument("--display", required=True, help="the X display, :N")
+    parser.add_argument("--display", help="the X display, :N (all but selftest)")
     commands = parser.add_subparsers(dest="command", required=True)
     source = commands.add_parser("source", help="show the code of the current time")
     source.add_argument("rect", type=parse_rect)
@@ -349,7 +401,10 @@ def main():
     sample.add_argument("--timeout", type=float, default=60, help="seconds to collect the samples in")
     sample.add_argument("--start-timeout", type=float, default=60, help="seconds to wait for a readable tile")
     sample.add_argument("--trace", help="write 'grab source tile' (ms) per sample to this file")
+    commands.add_parser("selftest", help="check the reader against pictures drawn in memory")
     arguments = parser.parse_args()
+    if arguments.command != "selftest" and not arguments.display:
+        parser.error("--display is needed")
     for name in ("rate", "fps", "samples"):
         if getattr(arguments, name, 1) < 1 or getattr(arguments, name, 1) > 1000:
             parser.error("--%s must be 1 to 1000" % name)
@@ -358,6 +413,8 @@ def main():
             run_source(arguments)
         elif arguments.command == "copy":
             run_copy(arguments)
+        elif arguments.command == "selftest":
+            sys.exit(run_selftest(arguments))
         else:
             sys.exit(run_sample(arguments))
     except BrokenPipeError:
