@@ -17,9 +17,9 @@ so a dropped or late redraw never shifts the scale, and a difference of two read
                               grabs SOURCE and TILE in ONE XGetImage, again and again at random
                               intervals, and reads both codes: source minus tile is how long ago
                               the picture in TILE was on the glass at SOURCE, at that one instant.
-                              Prints "count p50 p95 unreadable staleness_p95" (ms); exits 1 when no
-                              tile code can be read.
-
+                              Prints "count p50 p95 unreadable staleness_p95" (ms; staleness is the
+                              grab's end minus the source's code: how late the ruler was); exits 1
+                              when no tile code can be read.
   selftest                    checks the reader against strips drawn in memory (no display).
 
 RECT is X,Y,WxH on the screen. `source` and `copy` print "ready" once their window is mapped, then
