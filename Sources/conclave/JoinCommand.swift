@@ -519,9 +519,9 @@ struct CallRunner {
                 let figures = compositeForStatus.map { CompositeFigures($0.composite.figures) }
                 if let brokerKeys = keysForStatus {
                     let keyed = KeyedStatus(report: await session.status(), keys: await brokerKeys.figures())
-                    mode.show(CompositeStatus(report: keyed, composite: figures))
+                    mode.show(CompositeStatus(report: keyed, composite: figures), speaker: speaker)
                 } else {
-                    mode.show(CompositeStatus(report: await session.status(), composite: figures))
+                    mode.show(CompositeStatus(report: await session.status(), composite: figures), speaker: speaker)
                 }
             }
         }
@@ -545,12 +545,17 @@ struct CallRunner {
         let figures = compositeReport.map(CompositeFigures.init(report:))
         if let brokerKeys {
             mode.show(
-                CompositeStatus(report: KeyedStatus(report: last, keys: await brokerKeys.figures()), composite: figures)
+                CompositeStatus(
+                    report: KeyedStatus(report: last, keys: await brokerKeys.figures()),
+                    composite: figures
+                ),
+                speaker: speaker
             )
         } else {
-            mode.show(CompositeStatus(report: last, composite: figures))
+            mode.show(CompositeStatus(report: last, composite: figures), speaker: speaker)
         }
         if mode == .tty { print("") }
+        speaker?.printSummary()
         if let compositeReport {
             print(LiveCompositeOutput.summary(compositeReport))
             for problem in compositeReport.problems { print("composite problem: \(problem)") }

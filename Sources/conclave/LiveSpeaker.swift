@@ -56,6 +56,9 @@ final class SpeakerOutput: CallMediaObserver {
     }
 
     private let volumes: [String: Float]
+    /// Who is behind each feed, and the figures of those who left: for the closing lines. Touched
+    /// on joins and leaves only, never per frame.
+    private let roster = Mutex(SpeakerRoster())
 
     private init(
         connection: PulseConnection,
@@ -86,13 +89,45 @@ final class SpeakerOutput: CallMediaObserver {
 
     func participantJoined(feedID: UInt64, display: String?) {
         guard let display else { return }
+        roster.withLock { $0.displays[feedID] = display }
         let parsed = ParticipantDisplay(parsing: display)
         if let volume = parsed.userID.flatMap({ volumes[$0] }) ?? volumes[parsed.name] {
             playout.setVolume(volume, feedID: feedID)
         }
     }
 
-    func participantLeft(feedID: UInt64) { playout.participantLeft(feedID: feedID) }
+    func participantLeft(feedID: UInt64) {
+        // Kept before the playout forgets them: one who left is still someone heard.
+        let last = playout.participants[feedID]
+        playout.participantLeft(feedID: feedID)
+        roster.withLock { roster in
+            if let last {
+                roster.departed[feedID] = HeardParticipant(
+                    feed: feedID,
+                    display: roster.displays[feedID],
+                    statistics: last.statistics
+                )
+            }
+        }
+    }
+
+    /// Every participant heard so far and the device's counters (any thread; reads what the
+    /// playout published).
+    var figures: SpeakerFigures {
+        let current = playout.participants
+        let heard = roster.withLock { roster in
+            var heard = roster.departed
+            for (feedID, playout) in current {
+                heard[feedID] = HeardParticipant(
+                    feed: feedID,
+                    display: roster.displays[feedID],
+                    statistics: playout.statistics
+                )
+            }
+            return Array(heard.values)
+        }
+        return SpeakerFigures(participants: heard, device: playback.statistics)
+    }
 
     func received(_ media: ReceivedMedia) {
         guard case .frame(let subscribed) = media, subscribed.frame.codec == .opus else { return }
@@ -116,6 +151,12 @@ final class SpeakerOutput: CallMediaObserver {
         }
         return volumes
     }
+}
+
+/// The displays of the feeds the speaker has seen, and the last figures of those who left.
+struct SpeakerRoster {
+    var displays: [UInt64: String] = [:]
+    var departed: [UInt64: HeardParticipant] = [:]
 }
 
 /// Fills the speaker from the playout on the `conclave-pulse` thread, hands what it played to
