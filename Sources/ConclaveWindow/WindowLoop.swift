@@ -57,6 +57,7 @@ final class WindowLoop {
     private var leaveSent = false
     private var running = true
     private var dirty = true
+    private var pacing: PresentPacing
 
     init(
         title: String,
@@ -97,7 +98,7 @@ final class WindowLoop {
             SDL_Quit()
             throw WindowError(stage: "cannot create the window", reason: reason)
         }
-        guard let renderer = SDL_CreateRenderer(window, -1, 0) else {
+        guard let renderer = Self.makeRenderer(window) else {
             let reason = sdlError()
             SDL_DestroyWindow(window)
             SDL_Quit()
@@ -117,6 +118,9 @@ final class WindowLoop {
         self.mailbox = mailbox
         self.commands = commands
         self.wakeEvent = wakeEvent
+        var mode = SDL_DisplayMode()
+        let refreshRate = SDL_GetWindowDisplayMode(window, &mode) == 0 ? Int(mode.refresh_rate) : 0
+        pacing = PresentPacing(refreshRate: refreshRate)
         mailbox.open {
             var event = SDL_Event()
             event.type = wakeEvent
@@ -124,15 +128,55 @@ final class WindowLoop {
         }
     }
 
-    /// Waits for events (the mailbox's wake-up, keys, the window's own) and draws after each
-    /// batch that changed something, until ``CallWindow/close()``.
+    /// SDL's first renderer, unless it is OpenGL drawn by Mesa's software rasteriser (llvmpipe on
+    /// Xvfb, VNC or a machine without a GPU driver): then SDL's own software renderer. llvmpipe
+    /// runs its shaders on worker threads and cost about two thirds of the person client's CPU in
+    /// a 4-participant call, where the software renderer's YUV conversion and XShm blit are far
+    /// cheaper. SDL_RENDER_DRIVER in the environment still wins.
+    private static func makeRenderer(_ window: OpaquePointer) -> OpaquePointer? {
+        guard let renderer = SDL_CreateRenderer(window, -1, 0) else { return nil }
+        guard getenv("SDL_RENDER_DRIVER") == nil, isSoftwareOpenGL(renderer) else { return renderer }
+        SDL_DestroyRenderer(renderer)
+        // The software renderer draws into the window's framebuffer, which SDL would otherwise
+        // make an OpenGL texture again: X11's shared-memory image instead.
+        SDL_SetHint(SDL_HINT_FRAMEBUFFER_ACCELERATION, "0")
+        return SDL_CreateRenderer(window, -1, SDL_RENDERER_SOFTWARE.rawValue)
+            ?? SDL_CreateRenderer(window, -1, 0)
+    }
+
+    /// Whether `renderer` is an OpenGL one whose context Mesa rasterises in software.
+    private static func isSoftwareOpenGL(_ renderer: OpaquePointer) -> Bool {
+        var info = SDL_RendererInfo()
+        guard SDL_GetRendererInfo(renderer, &info) == 0, let name = info.name,
+            String(cString: name).hasPrefix("opengl"),
+            let getString = SDL_GL_GetProcAddress("glGetString")
+        else { return false }
+        // glGetString(GL_RENDERER), on the context the renderer made current.
+        typealias GetString = @convention(c) (UInt32) -> UnsafePointer<CChar>?
+        let glRenderer: UInt32 = 0x1F01
+        guard let text = unsafeBitCast(getString, to: GetString.self)(glRenderer) else { return false }
+        return isSoftwareRasteriser(String(cString: text))
+    }
+
+    /// Whether an OpenGL renderer string (GL_RENDERER) names one of Mesa's software rasterisers.
+    static func isSoftwareRasteriser(_ glRenderer: String) -> Bool {
+        let description = glRenderer.lowercased()
+        return ["llvmpipe", "softpipe", "software rasterizer", "swrast"].contains { description.contains($0) }
+    }
+
+    /// Waits for events (the mailbox's wake-up, keys, the window's own) and draws when something
+    /// changed, at most once per display refresh (``PresentPacing``), until ``CallWindow/close()``.
     func run() {
         var event = SDL_Event()
         apply(mailbox.take())
         while running {
-            if dirty { render() }
-            // The timeout is a guard only: every change arrives as an event.
-            guard SDL_WaitEventTimeout(&event, 1_000) != 0 else { continue }
+            var timeout = PresentPacing.idleWait
+            switch pacing.decide(dirty: dirty, now: SDL_GetTicks64()) {
+            case .present: render()
+            case .wait(let milliseconds): timeout = milliseconds
+            }
+            // Changes arrive as events; the timeout is the next present's time (or a guard).
+            guard SDL_WaitEventTimeout(&event, timeout) != 0 else { continue }
             handle(event)
             while running, SDL_PollEvent(&event) != 0 { handle(event) }
         }
