@@ -151,6 +151,10 @@ public actor ICEAgent {
         cshim_g_object_set_boolean(object, "controlling-mode", configuration.role == .controlling ? 1 : 0)
         cshim_g_object_set_boolean(object, "ice-tcp", configuration.iceTCP ? 1 : 0)
         cshim_g_object_set_boolean(object, "ice-udp", 1)
+        // No UPnP: Debian's libnice is built with gupnp-igd and, left on, multicasts SSDP
+        // searches to the LAN while gathering, to ask a router for port mappings. Conclave never
+        // sends to an address nobody configured; TURN is the way out of a NAT that needs help.
+        cshim_g_object_set_boolean(object, "upnp", 0)
         // Keepalives as binding requests (not indications), which consent freshness relies on.
         cshim_g_object_set_boolean(object, "keepalive-conncheck", 1)
         // Relay only: host and server-reflexive candidates are neither signalled nor paired.
