@@ -12,6 +12,9 @@ import Testing
 /// Chromium (headless, driving web/ through DevTools) and `conclave` in one Janus room, both ways,
 /// in VP8 and in H264 (Chromium's OpenH264, packetization-mode 1), with Opus audio.
 ///
+/// `TestChromium` keeps the browser off the network: `--host-resolver-rules` leave it nothing but
+/// localhost and the test bed's Janus, and the page's peer connections have no STUN server.
+///
 /// Chromium's camera plays Conclave's own test pattern from a Y4M file, so the recording's frames
 /// carry their numbers; Conclave's pattern, received by Chromium, is read back from a canvas by
 /// the page. Each call lasts at most about 10 seconds.
