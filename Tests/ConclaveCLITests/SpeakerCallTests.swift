@@ -15,29 +15,9 @@ import Testing
     )
     func microphoneToSpeaker() async throws {
         let bed = try TestJanus.shared()
-        let pulse = try TestPulseServer(sinks: ["speaker", "mic", "quiet"])
-        let track = pulse.directory.appendingPathComponent("beeps.raw")
-        try Beeps.track(seconds: 60).write(to: track)
-        let player = try pulse.play(track, into: "mic")
-        defer { player.stop() }
-
-        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
-        let alice = try call.join(
-            "alice",
-            ["--audio", "mic:mic.monitor", "--video", "none", "--speaker", "none", "--duration", "40"],
-            environment: pulse.environment
-        )
-        // Bob speaks into a silent microphone and listens on `speaker`: his microphone goes
-        // through the echo canceller fed by what his speaker plays.
-        let bob = try call.join(
-            "bob",
-            ["--audio", "mic:quiet.monitor", "--video", "none", "--speaker", "speaker", "--duration", "40"],
-            environment: pulse.environment
-        )
-        let flowing = await waitUntil(timeout: .seconds(30)) {
-            bob.participant("alice")?["audioFrames"] as? Int ?? 0 > 50
-        }
-        #expect(flowing != nil, "Bob got no audio from Alice: \(alice.errorOutput) \(bob.errorOutput)")
+        let call = try await BeepCall(bed: bed, seconds: 40)
+        defer { call.player.stop() }
+        let (pulse, alice, bob) = (call.pulse, call.alice, call.bob)
 
         let speaker = try pulse.record("speaker.monitor")
         defer { speaker.stop() }

@@ -53,27 +53,9 @@ import Testing
         // A private Janus: the loss rule applies to everything it receives.
         let bed = try TestJanus.start()
         defer { bed.stop() }
-        let pulse = try TestPulseServer(sinks: ["speaker", "mic", "quiet"])
-        let track = pulse.directory.appendingPathComponent("beeps.raw")
-        try Beeps.track(seconds: 60).write(to: track)
-        let player = try pulse.play(track, into: "mic")
-        defer { player.stop() }
-
-        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
-        let alice = try call.join(
-            "alice",
-            ["--audio", "mic:mic.monitor", "--video", "none", "--speaker", "none", "--duration", "60"],
-            environment: pulse.environment
-        )
-        let bob = try call.join(
-            "bob",
-            ["--audio", "mic:quiet.monitor", "--video", "none", "--speaker", "speaker", "--duration", "60"],
-            environment: pulse.environment
-        )
-        let flowing = await waitUntil(timeout: .seconds(30)) {
-            bob.participant("alice")?["audioFrames"] as? Int ?? 0 > 50
-        }
-        #expect(flowing != nil, "Bob got no audio from Alice: \(alice.errorOutput) \(bob.errorOutput)")
+        let call = try await BeepCall(bed: bed, seconds: 60)
+        defer { call.player.stop() }
+        let (pulse, alice, bob) = (call.pulse, call.alice, call.bob)
 
         // Alice's packets (and Bob's RTCP and signalling, which cope) lose 5% on the way in.
         try bed.dropPackets(percent: 5, direction: .toJanus)
