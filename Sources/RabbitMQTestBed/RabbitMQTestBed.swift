@@ -67,6 +67,10 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     private var nodePID: pid_t?
     private var epmdProcess: Process?
     private var stopped = false
+    /// Set for the process's shared node (``shared()``): its processes die with the test process
+    /// even when it is killed, which `atexit` cannot see.
+    private let diesWithTestProcess: Bool
+    private var watchdogs: [ExitWatchdog] = []
     /// Set on a handle of the process's shared node (``shared()``): which lease it is.
     /// ``stop()`` hands that lease back instead of killing the node, which the handle does not own.
     let lease: Int?
@@ -79,12 +83,19 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     public var epmdPID: pid_t? { lock.withLock { epmdProcess?.processIdentifier } }
 
     /// Writes the configuration, starts epmd and the node, and waits until the node is up.
-    public init(
+    public convenience init(
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "rabbitmq-testbed")
     ) throws {
+        try self.init(configuration: configuration, logger: logger, diesWithTestProcess: false)
+    }
+
+    /// A node whose processes are killed when the test process ends, however it ends
+    /// (``ExitWatchdog``); the shared node is one.
+    init(configuration: Configuration, logger: Logger, diesWithTestProcess: Bool) throws {
         self.configuration = configuration
         self.logger = logger
+        self.diesWithTestProcess = diesWithTestProcess
         lease = nil
         try Self.requireTools()
         let ports = try Self.freePorts(5)
@@ -111,6 +122,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         configuration = node.configuration
         logger = node.logger
         lease = number
+        diesWithTestProcess = false
         (amqpPort, webSTOMPPort, stompPort, distributionPort, epmdPort) = (
             node.amqpPort, node.webSTOMPPort, node.stompPort, node.distributionPort, node.epmdPort
         )
@@ -189,6 +201,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         lock.withLock { epmdProcess = process }
+        try watchUntilExit(process, removing: directory)
     }
 
     /// Starts the node (after ``stopBroker()``, with the state it had: users, permissions) and
@@ -220,6 +233,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         try? handle.close()
+        try watchUntilExit(process, removing: nil)
         let seconds = max(Int(configuration.startTimeout.components.seconds), 1)
         do {
             // `wait` ends with the node's own await_startup (boot steps, definitions and plugins
@@ -332,6 +346,15 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
             epmd.waitUntilExit()
         }
         try? FileManager.default.removeItem(at: directory)
+        for watchdog in lock.withLock({ watchdogs }) { watchdog.fire() }
+        lock.withLock { watchdogs = [] }
+    }
+
+    /// Arms an ``ExitWatchdog`` for `process`'s group when this node dies with the test process.
+    private func watchUntilExit(_ process: Process, removing folder: URL?) throws {
+        guard diesWithTestProcess else { return }
+        let watchdog = try ExitWatchdog(killingGroupOf: process.processIdentifier, removing: folder)
+        lock.withLock { watchdogs.append(watchdog) }
     }
 
     // MARK: Helpers

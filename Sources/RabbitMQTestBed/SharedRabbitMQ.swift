@@ -16,14 +16,19 @@ extension RabbitMQTestBed {
     /// the next test may have it. While another test holds it (parallel runs) the caller gets a
     /// private broker instead of waiting, so tests never share state and never wait on each
     /// other. Tests that stop, restart or pause the broker start a private one with ``init()``.
-    /// The shared node is killed when the process exits.
+    /// The shared node is killed when the process exits, and by an ``ExitWatchdog`` when the
+    /// process is killed.
     public static func shared() throws -> RabbitMQTestBed {
         switch SharedRabbitMQ.lease() {
         case .idle(let node, let number):
             return RabbitMQTestBed(leaseOf: node, number: number)
         case .start(let number):
             do {
-                let node = try RabbitMQTestBed(logger: Logger(label: "rabbitmq-testbed-shared"))
+                let node = try RabbitMQTestBed(
+                    configuration: Configuration(),
+                    logger: Logger(label: "rabbitmq-testbed-shared"),
+                    diesWithTestProcess: true
+                )
                 SharedRabbitMQ.started(node)
                 return RabbitMQTestBed(leaseOf: node, number: number)
             } catch {
