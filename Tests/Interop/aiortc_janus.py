@@ -4,9 +4,11 @@
   aiortc_janus.py publish   --janus ws://H:P --room R --address A --duration S
       publishes aiortc's own test video (VP8) and audio (Opus); prints {"feed": id} once
       published, then {"done": true} when it leaves.
-  aiortc_janus.py subscribe --janus ws://H:P --room R --feed F --address A --duration S
-      subscribes to feed F, decodes what arrives, and prints
-      {"video_frames": n, "audio_frames": n, "width": w, "height": h, "decode_errors": n}.
+  aiortc_janus.py subscribe --janus ws://H:P --room R --feed F [--feed G ...] --address A --duration S
+      subscribes to feed F (and G ...) in one multistream subscription, decodes what arrives, and
+      prints {"video_frames": n, "audio_frames": n, "width": w, "height": h, "decode_errors": n,
+      "feeds": {"F": {"video_frames": n, "audio_frames": n, "decode_errors": n}, ...}}: the totals,
+      and the same counts per feed (a three-way call checks that every other publisher arrives).
 
 Network safety: ICE gathers only on --address (the test bed's veth address), and no STUN or
 TURN server is used (aiortc would otherwise fall back to a public STUN server).
@@ -164,14 +166,26 @@ async def subscribe(args):
             "janus": "message",
             "session_id": session,
             "handle_id": handle,
-            "body": {"request": "join", "ptype": "subscriber", "room": args.room, "streams": [{"feed": args.feed}]},
+            "body": {
+                "request": "join",
+                "ptype": "subscriber",
+                "room": args.room,
+                "streams": [{"feed": feed} for feed in args.feed],
+            },
         }
     )
     offer = reply["jsep"]
+    # Which feed each m-line (mid) carries, from Janus's "attached" event.
+    feed_by_mid = {
+        stream["mid"]: str(stream["feed_id"])
+        for stream in reply["plugindata"]["data"].get("streams", [])
+        if "feed_id" in stream
+    }
     pc = peer_connection()
     counts = {"video_frames": 0, "audio_frames": 0, "width": 0, "height": 0, "decode_errors": 0}
+    counts["feeds"] = {str(feed): {"video_frames": 0, "audio_frames": 0, "decode_errors": 0} for feed in args.feed}
 
-    async def consume(track):
+    async def consume(track, per_feed):
         while True:
             try:
                 frame = await track.recv()
@@ -179,16 +193,23 @@ async def subscribe(args):
                 return
             except Exception:
                 counts["decode_errors"] += 1
+                per_feed["decode_errors"] += 1
                 continue
             if track.kind == "video":
                 counts["video_frames"] += 1
+                per_feed["video_frames"] += 1
                 counts["width"], counts["height"] = frame.width, frame.height
             else:
                 counts["audio_frames"] += 1
+                per_feed["audio_frames"] += 1
 
     @pc.on("track")
     def on_track(track):
-        asyncio.ensure_future(consume(track))
+        mid = next((t.mid for t in pc.getTransceivers() if t.receiver.track is track), None)
+        # A track of no known feed is counted in the totals only.
+        unknown = {"video_frames": 0, "audio_frames": 0, "decode_errors": 0}
+        per_feed = counts["feeds"].get(feed_by_mid.get(mid), unknown)
+        asyncio.ensure_future(consume(track, per_feed))
 
     await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type=offer["type"]))
     await pc.setLocalDescription(await pc.createAnswer())
@@ -212,10 +233,12 @@ def main():
     parser.add_argument("mode", choices=["publish", "subscribe"])
     parser.add_argument("--janus", required=True)
     parser.add_argument("--room", type=int, required=True)
-    parser.add_argument("--feed", type=int)
+    parser.add_argument("--feed", type=int, action="append", default=[])
     parser.add_argument("--address", required=True)
     parser.add_argument("--duration", type=float, default=5)
     args = parser.parse_args()
+    if args.mode == "subscribe" and not args.feed:
+        parser.error("subscribe needs at least one --feed")
     restrict_ice(args.address)
     runner = publish if args.mode == "publish" else subscribe
     asyncio.run(asyncio.wait_for(runner(args), args.duration + 30))
