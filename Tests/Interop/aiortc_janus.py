@@ -4,11 +4,9 @@
   aiortc_janus.py publish   --janus ws://H:P --room R --address A --duration S
       publishes aiortc's own test video (VP8) and audio (Opus); prints {"feed": id} once
       published, then {"done": true} when it leaves.
-  aiortc_janus.py subscribe --janus ws://H:P --room R --feed F [--feed G ...] --address A --duration S
-      subscribes to feed F (and G ...) in one multistream subscription, decodes what arrives, and
-      prints {"video_frames": n, "audio_frames": n, "width": w, "height": h, "decode_errors": n,
-      "feeds": {"F": {"video_frames": n, "audio_frames": n, "decode_errors": n}, ...}}: the totals,
-      and the same counts per feed (a three-way call checks that every other publisher arrives).
+  aiortc_janus.py subscribe --janus ws://H:P --room R --feed F --address A --duration S
+      subscribes to feed F, decodes what arrives, and prints
+      {"video_frames": n, "audio_frames": n, "width": w, "height": h, "decode_errors": n}.
 
 Network safety: ICE gathers only on --address (the test bed's veth address), and no STUN or
 TURN server is used (aiortc would otherwise fall back to a public STUN server).
@@ -56,6 +54,7 @@ class JanusSocket:
         return socket
 
     async def _read_loop(self):
+        text = b""  # a text message so far: Janus may fragment long ones
         try:
             while True:
                 header = await self.reader.readexactly(2)
@@ -65,9 +64,16 @@ class JanusSocket:
                 elif length == 127:
                     length = struct.unpack(">Q", await self.reader.readexactly(8))[0]
                 payload = await self.reader.readexactly(length)
-                if header[0] & 0x0F != 1:
+                opcode, final = header[0] & 0x0F, header[0] & 0x80
+                if opcode == 1:
+                    text = payload
+                elif opcode == 0:
+                    text += payload
+                else:
+                    continue  # control frames, which may come between fragments
+                if not final:
                     continue
-                message = json.loads(payload)
+                message = json.loads(text)
                 transaction = message.get("transaction")
                 future = self.pending.get(transaction)
                 if future and message["janus"] == "ack" and self.pending_kind.get(transaction) == "message":
@@ -166,26 +172,14 @@ async def subscribe(args):
             "janus": "message",
             "session_id": session,
             "handle_id": handle,
-            "body": {
-                "request": "join",
-                "ptype": "subscriber",
-                "room": args.room,
-                "streams": [{"feed": feed} for feed in args.feed],
-            },
+            "body": {"request": "join", "ptype": "subscriber", "room": args.room, "streams": [{"feed": args.feed}]},
         }
     )
     offer = reply["jsep"]
-    # Which feed each m-line (mid) carries, from Janus's "attached" event.
-    feed_by_mid = {
-        stream["mid"]: str(stream["feed_id"])
-        for stream in reply["plugindata"]["data"].get("streams", [])
-        if "feed_id" in stream
-    }
     pc = peer_connection()
     counts = {"video_frames": 0, "audio_frames": 0, "width": 0, "height": 0, "decode_errors": 0}
-    counts["feeds"] = {str(feed): {"video_frames": 0, "audio_frames": 0, "decode_errors": 0} for feed in args.feed}
 
-    async def consume(track, per_feed):
+    async def consume(track):
         while True:
             try:
                 frame = await track.recv()
@@ -193,23 +187,16 @@ async def subscribe(args):
                 return
             except Exception:
                 counts["decode_errors"] += 1
-                per_feed["decode_errors"] += 1
                 continue
             if track.kind == "video":
                 counts["video_frames"] += 1
-                per_feed["video_frames"] += 1
                 counts["width"], counts["height"] = frame.width, frame.height
             else:
                 counts["audio_frames"] += 1
-                per_feed["audio_frames"] += 1
 
     @pc.on("track")
     def on_track(track):
-        mid = next((t.mid for t in pc.getTransceivers() if t.receiver.track is track), None)
-        # A track of no known feed is counted in the totals only.
-        unknown = {"video_frames": 0, "audio_frames": 0, "decode_errors": 0}
-        per_feed = counts["feeds"].get(feed_by_mid.get(mid), unknown)
-        asyncio.ensure_future(consume(track, per_feed))
+        asyncio.ensure_future(consume(track))
 
     await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type=offer["type"]))
     await pc.setLocalDescription(await pc.createAnswer())
@@ -233,12 +220,10 @@ def main():
     parser.add_argument("mode", choices=["publish", "subscribe"])
     parser.add_argument("--janus", required=True)
     parser.add_argument("--room", type=int, required=True)
-    parser.add_argument("--feed", type=int, action="append", default=[])
+    parser.add_argument("--feed", type=int)
     parser.add_argument("--address", required=True)
     parser.add_argument("--duration", type=float, default=5)
     args = parser.parse_args()
-    if args.mode == "subscribe" and not args.feed:
-        parser.error("subscribe needs at least one --feed")
     restrict_ice(args.address)
     runner = publish if args.mode == "publish" else subscribe
     asyncio.run(asyncio.wait_for(runner(args), args.duration + 30))
