@@ -389,11 +389,11 @@ class Bench:
         browser.open({"server": self.janus, "room": room, "display": "chromium:Receiver", "video": "no",
                       "pattern": "no"})
         decoding = ("Object.keys(s.tracks).filter(m => s.tracks[m].kind == 'video'"
-                    " && (s.inbound[m] || {}).framesDecoded >= 60).length >= %d" % feeds)
-        browser.wait(decoding, 60)
+                    " && (s.inbound[m] || {}).framesDecoded >= 30).length >= %d" % feeds)
+        browser.wait(decoding, 90)
         for name, (process, path) in receivers.items():
             self.status_until(path, process, lambda s: all(
-                any(p["id"] == i and p["videoFrames"] >= 60 for p in s["participants"]) for i in ids), 60)
+                any(p["id"] == i and p["videoFrames"] >= 30 for p in s["participants"]) for i in ids), 90)
 
         def frames(path):
             with open(path) as lines:
