@@ -10,6 +10,8 @@
 //   audio    yes or no: send the microphone             (default yes)
 //   video    yes or no: send the camera                 (default yes)
 //   width, height, fps  the camera's capture size      (default 640x480, the camera's own rate)
+//   pattern  yes or no: read the test pattern's frame numbers from every remote video frame
+//            (default yes; no leaves the page doing what a plain call page does, for CPU figures)
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -41,6 +43,7 @@
     // No frame rate asked for unless given: Chromium's track adapter then drops every picture
     // that comes early after a late one, which a busy machine makes common.
     fps: params.get("fps") ? Number(params.get("fps")) : null,
+    pattern: yes("pattern", "yes"),
   };
 
   // Plain data only, so that a driver can read it as JSON at any time.
@@ -56,6 +59,9 @@
     outbound: {}, // publisher mid -> counters from getStats
     errors: [],
     lastError: null,
+    // performance.now() when the page began to join (before connecting to Janus) and when it sent
+    // its subscriber's join request; each track's first presented frame is in its firstFrameAt.
+    timing: { joinStarted: null, subscribeRequested: null },
   };
 
   // Waiters are woken on every state change instead of polling it.
@@ -145,8 +151,9 @@
   function watchPattern(video, track) {
     const canvas = document.createElement("canvas");
     const context = canvas.getContext("2d", { willReadFrequently: true });
-    const onFrame = () => {
+    const onFrame = (now) => {
       if (!track.live) return;
+      if (track.firstFrameAt === null) track.firstFrameAt = now;
       const width = video.videoWidth;
       const cell = Math.floor(width / columns) & ~1;
       if (cell >= 4) {
@@ -179,6 +186,7 @@
 
   function start() {
     state.phase = "connecting";
+    state.timing.joinStarted = performance.now();
     changed();
     janus = new Janus({
       server: config.server,
@@ -263,6 +271,7 @@
       success: (handle) => {
         subscriber = handle;
         const request = { request: "join", ptype: "subscriber", room: config.room, streams };
+        state.timing.subscribeRequested = performance.now();
         handle.send({ message: request, success: attached, error: attached });
       },
       error: (error) => {
@@ -311,6 +320,7 @@
       feed: origin.feed === undefined ? null : origin.feed,
       display: origin.display || null,
       live: true,
+      firstFrameAt: null,
       pattern: { numbers: [], unreadable: 0, read: 0 },
     };
     state.tracks[mid] = entry;
@@ -321,7 +331,7 @@
     element.srcObject = new MediaStream([track]);
     element.dataset.mid = mid;
     document.getElementById("remotes").appendChild(element);
-    if (track.kind === "video") watchPattern(element, entry);
+    if (track.kind === "video" && config.pattern) watchPattern(element, entry);
     changed();
   }
 

@@ -54,6 +54,7 @@ class JanusSocket:
         return socket
 
     async def _read_loop(self):
+        text = b""  # a text message so far: Janus may fragment long ones
         try:
             while True:
                 header = await self.reader.readexactly(2)
@@ -63,9 +64,16 @@ class JanusSocket:
                 elif length == 127:
                     length = struct.unpack(">Q", await self.reader.readexactly(8))[0]
                 payload = await self.reader.readexactly(length)
-                if header[0] & 0x0F != 1:
+                opcode, final = header[0] & 0x0F, header[0] & 0x80
+                if opcode == 1:
+                    text = payload
+                elif opcode == 0:
+                    text += payload
+                else:
+                    continue  # control frames, which may come between fragments
+                if not final:
                     continue
-                message = json.loads(payload)
+                message = json.loads(text)
                 transaction = message.get("transaction")
                 future = self.pending.get(transaction)
                 if future and message["janus"] == "ack" and self.pending_kind.get(transaction) == "message":
