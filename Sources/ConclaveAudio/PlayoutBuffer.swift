@@ -74,10 +74,10 @@ public struct PlayoutStatistics: Sendable, Hashable {
 /// packet is lost, the one after it is usually there already, with the FEC that rebuilds it.
 ///
 /// Losses: a missing frame whose successor is there is rebuilt from the successor's in-band FEC
-/// (SILK and hybrid packets carry it); a longer hole, or one before a CELT-only packet, is
-/// concealed frame by frame by `PitchExpander`, and a hole longer than `maximumDelay` is a new
-/// talk spurt. An empty buffer conceals three frames, then plays silence, and after `maximumDelay`
-/// waits for the next talk spurt.
+/// (SILK and hybrid packets carry it) when the frame before it was decoded; a longer hole, or one
+/// before a CELT-only packet, is concealed frame by frame by `PitchExpander`, and a hole longer
+/// than `maximumDelay` is a new talk spurt. An empty buffer conceals three frames, then plays
+/// silence, and after `maximumDelay` waits for the next talk spurt.
 ///
 /// Splices: wherever the output leaves the decoder's continuous signal (a dropped frame, the end
 /// of a concealment run, a restart, sound stopping or resuming), the two sides are crossfaded
