@@ -74,10 +74,18 @@ public struct PlayoutStatistics: Sendable, Hashable {
 /// packet is lost, the one after it is usually there already, with the FEC that rebuilds it.
 ///
 /// Losses: a missing frame whose successor is there is rebuilt from the successor's in-band FEC
-/// (SILK and hybrid packets carry it; a CELT-only successor gives ordinary concealment); a
-/// longer hole is concealed frame by frame, and a hole longer than `maximumDelay` is a new talk
-/// spurt. An empty buffer conceals three frames, then plays silence, and after `maximumDelay`
-/// waits for the next talk spurt.
+/// (SILK and hybrid packets carry it) when the frame before it was decoded; a longer hole, or one
+/// before a CELT-only packet, is concealed frame by frame by `PitchExpander`, and a hole longer
+/// than `maximumDelay` is a new talk spurt. An empty buffer conceals three frames, then plays
+/// silence, and after `maximumDelay` waits for the next talk spurt.
+///
+/// Splices: wherever the output leaves the decoder's continuous signal (a dropped frame, the end
+/// of a concealment run, a restart, sound stopping or resuming), the two sides are crossfaded
+/// over `spliceSamples` (5 ms), the way NetEq's merge does, because two blocks that do not meet
+/// are heard as a click: a dropped frame fades out under the frame after it, a concealment run
+/// (or, at a restart, the concealment that would have followed) fades out under the decoded
+/// frame, output that stops fades out a concealed tail, and output that resumes after silence
+/// fades in.
 ///
 /// Not thread-safe: one thread (the output device's) owns a buffer; `CallAudioPlayout` is the
 /// thread-safe front.
@@ -90,6 +98,10 @@ public final class PlayoutBuffer {
     /// Frames concealed when the buffer runs dry before falling silent (60 ms): longer PLC only
     /// drones.
     static let concealedWhenDry = 3
+    /// The crossfade at a splice (5 ms): long enough that a jump across it is spread below the
+    /// signal's own steps, short enough that the blend of two unrelated waveforms never dips for
+    /// an audible time.
+    static let spliceSamples = 240
 
     private enum State {
         /// No playhead: before the first packet, after a reset or a long gap.
@@ -108,6 +120,9 @@ public final class PlayoutBuffer {
     public private(set) var statistics = PlayoutStatistics()
 
     private let decoder: OpusAudioDecoder
+    private var expander = PitchExpander()
+    /// Room for one frame of concealment and for a splice's continuation (capacity reused).
+    private var scratch: [Int16] = []
     private let minimumDelay: Int64
     private let maximumDelay: Int64
     private var state = State.waiting
@@ -116,6 +131,16 @@ public final class PlayoutBuffer {
     /// Decoded samples not yet pulled: `pcm[pcmStart...]`.
     private var pcm: [Int16] = []
     private var pcmStart = 0
+    /// What the output would have continued with at a pending splice (`splice[..<spliceCount]`);
+    /// the next samples appended fade from it, `spliceNext` being the next position to blend.
+    private var splice = [Int16](repeating: 0, count: spliceSamples)
+    private var spliceCount = 0
+    private var spliceNext = 0
+    /// The decoder has made sound, so a stop or restart is a splice (the very first start is not:
+    /// the fresh decoder begins from silence itself).
+    private var decoderStarted = false
+    /// The output has stopped (faded out to silence) and not resumed yet.
+    private var outputStopped = false
 
     /// The clock's origin: the first instant seen.
     private var origin: ContinuousClock.Instant?
@@ -133,6 +158,7 @@ public final class PlayoutBuffer {
     public init(configuration: PlayoutConfiguration = PlayoutConfiguration()) throws(OpusCodecError) {
         self.configuration = configuration
         decoder = try OpusAudioDecoder(channels: 1)
+        scratch.reserveCapacity(Self.frameSamples)
         minimumDelay = Self.samples(configuration.minimumDelay)
         maximumDelay = max(minimumDelay, Self.samples(configuration.maximumDelay))
         statistics.targetDelay = Self.duration(targetDelay)
@@ -244,6 +270,7 @@ public final class PlayoutBuffer {
             pcmStart = 0
         }
         while pcm.count < count, produce(now: now) {}
+        if pcm.count < count { stopOutput() }
         let available = min(count, pcm.count)
         for index in 0..<available { output[index] = pcm[index] }
         for index in available..<count { output[index] = 0 }
@@ -262,6 +289,7 @@ public final class PlayoutBuffer {
         let gap = head.timestamp &- next
         if gap > maximumDelay {
             state = .waiting
+            spliceFromConcealment()
             return start(now: now)
         }
         if gap <= 0 {
@@ -290,7 +318,10 @@ public final class PlayoutBuffer {
             state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
             return true
         }
-        if gap <= Int64(Self.frameSamples) {
+        // FEC only right after decoded audio: libopus's recovery of a frame whose predecessor it
+        // never saw comes out at a fraction of the level for 10-20 ms (a gap), so the second frame
+        // of a longer hole is concealed too and the packet after it crossfaded in.
+        if gap <= Int64(Self.frameSamples), !expander.isConcealing {
             recover(before: head.frame, samples: Int(gap))
             state = .playing(next: head.timestamp, dryFrames: 0)
             return true
@@ -328,12 +359,103 @@ public final class PlayoutBuffer {
         return true
     }
 
+    // MARK: Splices
+
+    /// Appends played samples to `pcm`, blending the start with a pending splice.
+    private func append(_ samples: [Int16]) {
+        let start = pcm.count
+        var position = start
+        pcm.append(contentsOf: samples)
+        decoderStarted = true
+        outputStopped = false
+        let total = Int32(spliceCount + 1)
+        while spliceNext < spliceCount, position < pcm.count {
+            let weight = Int32(spliceNext + 1)
+            let blended = (Int32(splice[spliceNext]) * (total - weight) + Int32(pcm[position]) * weight) / total
+            pcm[position] = Int16(truncatingIfNeeded: blended)
+            spliceNext += 1
+            position += 1
+        }
+        expander.record(pcm[start...])
+    }
+
+    /// Appends decoded (or FEC-recovered) samples: after a concealment run, they fade in under
+    /// the run's continuation, since the decoder never saw the concealed stretch.
+    private func appendDecoded(_ samples: [Int16]) {
+        if expander.isConcealing {
+            expander.peek(Self.spliceSamples, into: &scratch)
+            beginSplice(from: scratch)
+            expander.end()
+        }
+        append(samples)
+    }
+
+    /// Makes the next samples appended fade from `continuation` (its first `spliceSamples`). A
+    /// splice already pending is kept: it is what continues the samples already out.
+    private func beginSplice(from continuation: [Int16]) {
+        guard spliceNext >= spliceCount else { return }
+        spliceCount = min(Self.spliceSamples, continuation.count)
+        for index in 0..<spliceCount { splice[index] = continuation[index] }
+        spliceNext = 0
+    }
+
+    /// A splice from silence: the next samples fade in.
+    private func beginSpliceFromSilence() {
+        guard spliceNext >= spliceCount else { return }
+        for index in splice.indices { splice[index] = 0 }
+        spliceCount = Self.spliceSamples
+        spliceNext = 0
+    }
+
+    /// A splice from what the output would have continued with (its concealment), for a restart
+    /// while sound is playing.
+    private func spliceFromConcealment() {
+        guard decoderStarted, !outputStopped else { return }
+        expander.peek(Self.spliceSamples, into: &scratch)
+        beginSplice(from: scratch)
+        expander.end()
+    }
+
+    /// The output stops (nothing to play for the rest of this pull): its continuation (a splice
+    /// not yet begun, or the concealment) fades out over `spliceSamples` instead of the sound
+    /// breaking off, and whatever plays next fades in.
+    private func stopOutput() {
+        guard decoderStarted, !outputStopped else { return }
+        scratch.removeAll(keepingCapacity: true)
+        if spliceNext == 0, spliceCount > 0 {
+            scratch.append(contentsOf: splice[0..<spliceCount])
+            spliceNext = spliceCount
+        } else {
+            expander.peek(Self.spliceSamples, into: &scratch)
+        }
+        expander.end()
+        let total = Int32(scratch.count + 1)
+        for index in scratch.indices {
+            scratch[index] = Int16(truncatingIfNeeded: Int32(scratch[index]) * (total - Int32(index + 1)) / total)
+        }
+        append(scratch)
+        outputStopped = true
+        beginSpliceFromSilence()
+    }
+
     // MARK: Decoding
 
     /// Decodes `frame`, onto `pcm` when `keep`; the samples it holds, nil when it is undecodable.
     private func decode(_ frame: EncodedFrame, keep: Bool) -> Int? {
         guard let audio = try? decoder.decode(frame), !audio.samples.isEmpty else { return nil }
-        if keep { pcm.append(contentsOf: audio.samples) }
+        if keep {
+            appendDecoded(audio.samples)
+        } else if expander.isConcealing {
+            // Dropped right after a concealment run: the run's continuation is what the output
+            // would have gone on with.
+            expander.peek(Self.spliceSamples, into: &scratch)
+            beginSplice(from: scratch)
+            expander.end()
+        } else {
+            // A dropped frame is where the output would have gone on: the next frame fades in
+            // under it.
+            beginSplice(from: audio.samples)
+        }
         return audio.samples.count
     }
 
@@ -341,25 +463,20 @@ public final class PlayoutBuffer {
     private func recover(before next: EncodedFrame, samples: Int) {
         let size = samples - samples % 120
         guard size > 0 else { return }
-        guard let audio = try? decoder.recoverLost(before: next, samples: size) else {
+        guard Self.carriesFEC(next), let audio = try? decoder.recoverLost(before: next, samples: size) else {
             conceal(size)
             return
         }
-        pcm.append(contentsOf: audio.samples)
-        if Self.carriesFEC(next) {
-            statistics.fecRecovered += 1
-        } else {
-            statistics.concealed += 1
-        }
+        appendDecoded(audio.samples)
+        statistics.fecRecovered += 1
     }
 
+    /// Conceals `samples` with the pitch expander; the decoder does not see the loss.
     private func conceal(_ samples: Int) {
         statistics.concealed += 1
-        if let audio = try? decoder.conceal(samples: samples, rtpTimestamp: 0) {
-            pcm.append(contentsOf: audio.samples)
-        } else {
-            pcm.append(contentsOf: repeatElement(0, count: samples))
-        }
+        scratch.removeAll(keepingCapacity: true)
+        expander.conceal(samples, into: &scratch)
+        append(scratch)
     }
 
     /// Whether an Opus packet can carry in-band FEC: its TOC byte says SILK or hybrid
