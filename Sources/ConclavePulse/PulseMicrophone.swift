@@ -29,6 +29,13 @@ public struct PulseMicrophoneStatistics: Sendable, Hashable {
 /// with ``nextFrame()``, which never blocks: with nothing queued it hands out silence and counts
 /// an underrun.
 ///
+/// The sender's first wait, and its first wait after the queue overflowed (it was away for the
+/// whole queue: a call that publishes again after losing its session), drops everything queued
+/// and waits for the next block. The sender paces itself in real time from the first block it
+/// sends, so the age of that block at that moment stays on every later block: a block captured
+/// 20 to 40 ms earlier (what ``freshBlocks`` keeps) would add 20 to 40 ms to the mouth-to-ear
+/// delay for the whole call, while a block just completed adds nothing.
+///
 /// Muted, every block is zeros: the encoder still runs and packets keep flowing (silence, or
 /// DTX), as a muted participant in a call does. The stream is recreated after a server restart,
 /// and moves to the default source when its source disappears. ``stop()`` ends the source:
@@ -52,7 +59,7 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
     public let timeline: FrameTimeline
     public var channels: Int { 1 }
     private let muted = Atomic<Bool>(false)
-    private let queue = Mutex(BlockQueue())
+    private let queue = Mutex(MicrophoneBlockQueue())
     private var pending = [Int16](repeating: 0, count: PulseMicrophone.samplesPerBlock)
     private var pendingCount = 0
     private var index = 0
@@ -94,6 +101,7 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let now = queue.withLock { queue -> Bool in
+                    queue.dropIfStale()
                     if !queue.blocks.isEmpty || queue.ended { return true }
                     queue.waiter = continuation
                     return false
@@ -202,11 +210,14 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
 }
 
 /// The microphone's queue of whole blocks, shared by the pulse thread and the sender.
-private struct BlockQueue {
+struct MicrophoneBlockQueue {
     var blocks: [[Int16]] = []
     var waiter: CheckedContinuation<Void, any Error>?
     var ended = false
     var statistics = PulseMicrophoneStatistics()
+    /// Whether what is queued is too old to start the sender's pacing from: true until the first
+    /// wait, and again after an overflow.
+    var stale = true
 
     init() { blocks.reserveCapacity(PulseMicrophone.queueCapacity + 1) }
 
@@ -215,8 +226,18 @@ private struct BlockQueue {
         if blocks.count >= capacity {
             blocks.removeFirst()
             statistics.dropped += 1
+            stale = true
         }
         blocks.append(block)
+    }
+
+    /// Drops every queued block (counted) when they are stale, so the sender's wait ends with the
+    /// next block captured.
+    mutating func dropIfStale() {
+        guard stale else { return }
+        stale = false
+        statistics.dropped += blocks.count
+        blocks.removeAll(keepingCapacity: true)
     }
 
     /// The oldest block that is not stale: with more than `limit` queued, the older ones are
