@@ -10,6 +10,8 @@
 //   audio    yes or no: send the microphone             (default yes)
 //   video    yes or no: send the camera                 (default yes)
 //   width, height, fps  the camera's capture size      (default 640x480, the camera's own rate)
+//   crypto   none, ecall or sframe: end-to-end encryption (default none; e2ee-page.js, key via
+//            conclave.setCallKey, never the URL)
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -56,6 +58,7 @@
     outbound: {}, // publisher mid -> counters from getStats
     errors: [],
     lastError: null,
+    e2ee: window.conclaveE2EE.state, // format, key epoch, frame counters per direction and kind
   };
 
   // Waiters are woken on every state change instead of polling it.
@@ -238,6 +241,7 @@
     publisher.createOffer({
       tracks,
       success: (offer) => {
+        conclaveE2EE.protectSenders(publisher.webrtcStuff.pc, { codec: config.codec, senderID: state.publisherID });
         const request = { request: "configure", audio: config.audio, video: config.video };
         publisher.send({ message: request, jsep: offer });
       },
@@ -297,6 +301,7 @@
   }
 
   function onRemoteTrack(track, mid, on) {
+    if (on) conclaveE2EE.protectReceivers(subscriber.webrtcStuff.pc, config.codec);
     const known = state.tracks[mid];
     if (!on) {
       if (known) known.live = false;
@@ -374,13 +379,17 @@
   }
 
   window.conclavePeer = { state, waitFor, stats, leave };
+  conclaveE2EE.onChange = changed;
 
   Janus.init({
     debug: ["warn", "error"],
     dependencies: Janus.useDefaultDependencies(),
     callback: () => {
       if (!Janus.isWebrtcSupported()) return fail("init", "this browser has no WebRTC");
-      start();
+      // An encrypted page joins once it holds the call key: it never sends or receives a frame it
+      // cannot seal or open.
+      if (conclaveE2EE.enabled) state.phase = "waiting for the call key";
+      conclaveE2EE.ready.then(start, (error) => fail("e2ee", error));
       // getStats has no events: refresh the counters while anyone may be waiting on them.
       setInterval(() => stats().catch((error) => fail("stats", error)), 250);
     },
