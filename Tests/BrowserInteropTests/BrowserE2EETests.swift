@@ -39,11 +39,11 @@ import Testing
         for (codec, frame) in frames {
             switch format {
             case .ecall:
-                sealed.append(
-                    codec == .opus
-                        ? try ECallFrameFormat.sealAudio(frame, key: key)
-                        : codec == .h264 ? try ECallFrameFormat.sealH264(frame, key: key) : frame
-                )
+                switch codec {
+                case .opus: sealed.append(try ECallFrameFormat.sealAudio(frame, key: key))
+                case .h264: sealed.append(try ECallFrameFormat.sealH264(frame, key: key))
+                case .vp8: sealed.append(frame)
+                }
             case .sframe:
                 sealed.append(
                     try SFrameFrameFormat.seal(frame, codec: codec, material: material) {
@@ -60,13 +60,21 @@ import Testing
             const ring = new c.KeyRing();
             await ring.install(c.fromBase64(input.key), \(epoch));
             const out = [];
-            for (const f of input.frames) out.push(c.toBase64(await c.openFrame(input.format, f.codec, c.fromBase64(f.data), ring)));
+            const openAll = async () => {
+              for (const f of input.frames) out.push(c.toBase64(await c.openFrame(input.format, f.codec, c.fromBase64(f.data), ring)));
+            };
+            await openAll();
+            // A rotation: the frames' key is now the previous one, and still opens them.
+            await ring.install(new Uint8Array(32).fill(5), \(epoch + 1));
+            await openAll();
             return out;
             """,
-            input: input(format: format, key: key, frames: zip(frames, sealed).map { ($0.0.codec, $0.1) })
+            input: input(format: format, key: key, frames: zip(frames, sealed).map { (codec: $0.0.codec, bytes: $0.1) })
         )
-        for (index, frame) in frames.enumerated() {
+        #expect(opened.count == 2 * frames.count)
+        for (index, frame) in frames.enumerated() where opened.count == 2 * frames.count {
             #expect(opened[index] == frame.bytes, "\(format) \(frame.codec) frame \(index) opened in the page")
+            #expect(opened[frames.count + index] == frame.bytes, "and after a key rotation, with the previous key")
         }
 
         // The page seals (sframe counters from 1000, as above), Conclave opens.
@@ -89,10 +97,12 @@ import Testing
             let page = sealedInPage[index]
             switch format {
             case .ecall:
-                let back: [UInt8] =
-                    codec == .opus
-                    ? try ECallFrameFormat.openAudio(page, keys: [key])
-                    : codec == .h264 ? try ECallFrameFormat.openH264(page, keys: [key]) : page
+                let back: [UInt8]
+                switch codec {
+                case .opus: back = try ECallFrameFormat.openAudio(page, keys: [key])
+                case .h264: back = try ECallFrameFormat.openH264(page, keys: [key])
+                case .vp8: back = page
+                }
                 #expect(back == frame, "ecall \(codec) frame \(index) sealed in the page opens in Conclave")
                 if codec != .vp8 { #expect(page != frame && page.count == frame.count + (codec == .opus ? 29 : 28)) }
             case .sframe:
@@ -107,7 +117,7 @@ import Testing
         }
 
         // A wrong key, a flipped byte and a cut frame are each refused with a reason, never opened.
-        let refusals = try await pageRun(
+        let refusals = try await pageStrings(
             chromium,
             """
             const right = new c.KeyRing();
@@ -129,7 +139,7 @@ import Testing
             }
             return reasons;
             """,
-            input: input(format: format, key: key, frames: zip(frames, sealed).map { ($0.0.codec, $0.1) })
+            input: input(format: format, key: key, frames: zip(frames, sealed).map { (codec: $0.0.codec, bytes: $0.1) })
         )
         let sealedFrames = frames.filter { format != .ecall || $0.codec != .vp8 }.count
         #expect(refusals.count == sealedFrames * 3, "\(refusals)")
@@ -206,7 +216,9 @@ import Testing
                 + " && s.e2ee.receive.\(sealedKind).decrypted >= 30",
             timeout: .seconds(20)
         )
-        let mid = try #require(first.tracks.first { $0.value.kind == "video" && $0.value.display == "u1:Conclave" }?.key)
+        let mid = try #require(
+            first.tracks.first { $0.value.kind == "video" && $0.value.display == "u1:Conclave" }?.key
+        )
         let decodedFirst = try #require(first.inbound[mid]?.framesDecoded)
         let later = try await chromium.waitFor(
             "s.inbound['\(mid)'].framesDecoded >= \(decodedFirst + 60) && s.tracks['\(mid)'].pattern.numbers.length >= 60",
@@ -247,7 +259,9 @@ import Testing
         let participant = try chromiumInManifest(recording)
         #expect((participant["framesUndecryptable"] as? Int ?? 0) >= 60, "counted: \(participant)")
         let segments = (participant["segments"] as? [[String: Any]]) ?? []
-        let written = segments.flatMap { ($0["tracks"] as? [[String: Any]]) ?? [] }.map { $0["framesWritten"] as? Int ?? 0 }
+        let written = segments.flatMap { ($0["tracks"] as? [[String: Any]]) ?? [] }.map {
+            $0["framesWritten"] as? Int ?? 0
+        }
         #expect(written.allSatisfy { $0 == 0 }, "nothing undecryptable is written: \(segments)")
         print("conclave record with the wrong key: \(participant)")
         publisher.stop()
@@ -444,14 +458,18 @@ struct EncryptedCall {
             format.rawValue, "--participant", "u1:Conclave=@\(publicKey.path)", "--out",
             directory.appendingPathComponent("invitations").path, "--janus", bed.webSocketURL, "--data-dir", data,
         ])
-        let invitation = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: invitationPath)))
-                as? [String: Any]
+        let object = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: directory.appendingPathComponent("invitations/u1.json"))
         )
-        room = try #require((invitation["roomId"] as? NSNumber)?.uint64Value, "\(invitation.keys)")
-        let wrapped = try #require(invitation["encryptedAESKey"] as? String)
+        guard let invitation = object as? [String: Any],
+            let roomID = (invitation["roomId"] as? NSNumber)?.uint64Value,
+            let wrapped = invitation["encryptedAESKey"] as? String
+        else { throw SubprocessError(description: "no roomId or encryptedAESKey in the invitation") }
+        room = roomID
         let unwrapped = try run(["keys", "unwrap", wrapped, "--data-dir", data])
-        key = try CallKey(hex: String(decoding: unwrapped.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        key = try CallKey(
+            hex: String(decoding: unwrapped.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        )
     }
 
     var invitationPath: String { directory.appendingPathComponent("invitations/u1.json").path }
@@ -462,7 +480,8 @@ struct EncryptedCall {
             try TestPaths.conclave(),
             [
                 "join", "--invitation", invitationPath, "--janus", bed.webSocketURL, "--ice-address", bed.hostAddress,
-                "--video", "pattern", "--audio", "tone", "--width", "\(BrowserInteropTests.width)", "--height",
+                "--codec", "vp8", "--video", "pattern", "--audio", "tone", "--width", "\(BrowserInteropTests.width)",
+                "--height",
                 "\(BrowserInteropTests.height)", "--no-window", "--speaker", "none", "--status", "none", "--duration",
                 "30", "--data-dir", directory.appendingPathComponent("data").path,
             ]
