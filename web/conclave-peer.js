@@ -204,7 +204,10 @@
       },
       error: (error) => fail("attach publisher", error),
       onmessage: onPublisherMessage,
-      onlocaltrack: () => {},
+      // Called once the track's sender exists and before the offer: a sender's transform must be
+      // in place before the local description, or Chromium sends its frames untransformed.
+      onlocaltrack: (track, on) =>
+        on && conclaveE2EE.protectSenders(publisher.webrtcStuff.pc, { codec: config.codec, senderID: state.publisherID }),
       onremotetrack: () => {},
       webrtcState: (up) => {
         state.published = up;
@@ -241,7 +244,6 @@
     publisher.createOffer({
       tracks,
       success: (offer) => {
-        conclaveE2EE.protectSenders(publisher.webrtcStuff.pc, { codec: config.codec, senderID: state.publisherID });
         const request = { request: "configure", audio: config.audio, video: config.video };
         publisher.send({ message: request, jsep: offer });
       },

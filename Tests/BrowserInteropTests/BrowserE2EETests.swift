@@ -160,10 +160,10 @@ import Testing
         let key = CallKey.random()
         try await setCallKey(key, in: chromium)
         let sealedKind = format == .ecall ? "audio" : "video"
-        _ = try await chromium.waitFor(
+        _ = try await waitOrShow(
+            chromium,
             "s.published && Object.values(s.outbound).some(c => c.kind == 'video' && c.framesEncoded >= 30)"
-                + " && s.e2ee.send.\(sealedKind).encrypted >= 30",
-            timeout: .seconds(20)
+                + " && s.e2ee.send.\(sealedKind).encrypted >= 30"
         )
         let keyFile = try writeKeyFile(key, in: directory)
         let recording = directory.appendingPathComponent("recording")
@@ -252,7 +252,7 @@ import Testing
         defer { publisher.stop() }
         try await publisher.open(parameters: page(bed, room: room, format: format, publish: true))
         try await setCallKey(CallKey.random(), in: publisher)
-        _ = try await publisher.waitFor("s.published && s.e2ee.send.video.encrypted >= 30", timeout: .seconds(20))
+        _ = try await waitOrShow(publisher, "s.published && s.e2ee.send.video.encrypted >= 30")
         let recording = directory.appendingPathComponent("recording")
         let wrongKey = try writeKeyFile(CallKey.random(), in: directory)
         let recorded = try record(bed, room: room, format: format, keyFile: wrongKey, into: recording, in: directory)
@@ -296,6 +296,17 @@ import Testing
     }
 
     // MARK: Helpers
+
+    /// `waitFor` that prints the page's state and Chromium's log when the condition does not come.
+    private func waitOrShow(_ chromium: TestChromium, _ condition: String) async throws -> PeerState {
+        do {
+            return try await chromium.waitFor(condition, timeout: .seconds(20))
+        } catch {
+            let state = (try? await chromium.evaluate("conclavePeer.state")).map { String(decoding: $0, as: UTF8.self) }
+            print("page state: \(state ?? "none")\nChromium: \(chromium.logTail(lines: 30))")
+            throw error
+        }
+    }
 
     /// The mid of Conclave's track of `kind`, as a JavaScript expression over the state `s`.
     static func trackMid(_ kind: String) -> String {
