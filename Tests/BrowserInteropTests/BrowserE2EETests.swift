@@ -263,7 +263,7 @@ import Testing
             $0["framesWritten"] as? Int ?? 0
         }
         #expect(written.allSatisfy { $0 == 0 }, "nothing undecryptable is written: \(segments)")
-        print("conclave record with the wrong key: \(participant)")
+        print("conclave record with the wrong key (exit \(recorded.status)): \(participant)")
         publisher.stop()
 
         let call = try EncryptedCall(bed: bed, format: format)
@@ -327,11 +327,12 @@ import Testing
 
     private func writeKeyFile(_ key: CallKey, in directory: URL) throws -> String {
         let file = directory.appendingPathComponent("call.key")
-        FileManager.default.createFile(
+        let written = FileManager.default.createFile(
             atPath: file.path,
             contents: Data(key.hexString.utf8),
             attributes: [.posixPermissions: 0o600]
         )
+        guard written else { throw SubprocessError(description: "cannot write \(file.path)") }
         return file.path
     }
 
