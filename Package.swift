@@ -430,7 +430,7 @@ let package = Package(
         // Headless Chromium in the call (web/ driven over DevTools), against `conclave` itself.
         .testTarget(
             name: "BrowserInteropTests",
-            dependencies: ["ConclaveTestSupport", "ConclaveMedia", "ConclaveCore", "JanusTestBed"]
+            dependencies: ["ConclaveTestSupport", "ConclaveMedia", "ConclaveCore", "ConclaveE2EE", "JanusTestBed"]
         ),
     ]
 )

@@ -12,6 +12,8 @@
 //   width, height, fps  the camera's capture size      (default 640x480, the camera's own rate)
 //   pattern  yes or no: read the test pattern's frame numbers from every remote video frame
 //            (default yes; no leaves the page doing what a plain call page does, for CPU figures)
+//   crypto   none, ecall or sframe: end-to-end encryption (default none; e2ee-page.js, key via
+//            conclave.setCallKey, never the URL)
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -62,6 +64,7 @@
     // performance.now() when the page began to join (before connecting to Janus) and when it sent
     // its subscriber's join request; each track's first presented frame is in its firstFrameAt.
     timing: { joinStarted: null, subscribeRequested: null },
+    e2ee: window.conclaveE2EE.state, // format, key epoch, frame counters per direction and kind
   };
 
   // Waiters are woken on every state change instead of polling it.
@@ -209,7 +212,10 @@
       },
       error: (error) => fail("attach publisher", error),
       onmessage: onPublisherMessage,
-      onlocaltrack: () => {},
+      // Called once the track's sender exists and before the offer: a sender's transform must be
+      // in place before the local description, or Chromium sends its frames untransformed.
+      onlocaltrack: (track, on) =>
+        on && conclaveE2EE.protectSenders(publisher.webrtcStuff.pc, { codec: config.codec, senderID: state.publisherID }),
       onremotetrack: () => {},
       webrtcState: (up) => {
         state.published = up;
@@ -306,6 +312,7 @@
   }
 
   function onRemoteTrack(track, mid, on) {
+    if (on) conclaveE2EE.protectReceivers(subscriber.webrtcStuff.pc, config.codec);
     const known = state.tracks[mid];
     if (!on) {
       if (known) known.live = false;
@@ -384,13 +391,17 @@
   }
 
   window.conclavePeer = { state, waitFor, stats, leave };
+  conclaveE2EE.onChange = changed;
 
   Janus.init({
     debug: ["warn", "error"],
     dependencies: Janus.useDefaultDependencies(),
     callback: () => {
       if (!Janus.isWebrtcSupported()) return fail("init", "this browser has no WebRTC");
-      start();
+      // An encrypted page joins once it holds the call key: it never sends or receives a frame it
+      // cannot seal or open.
+      if (conclaveE2EE.enabled) state.phase = "waiting for the call key";
+      conclaveE2EE.ready.then(start, (error) => fail("e2ee", error));
       // getStats has no events: refresh the counters while anyone may be waiting on them.
       setInterval(() => stats().catch((error) => fail("stats", error)), 250);
     },

@@ -185,7 +185,7 @@ import Testing
     // MARK: Helpers
 
     /// Creates a room sending only `codec` video (and Opus) with `conclave rooms create`.
-    private func createRoom(on bed: JanusTestBed, codec: String) throws -> UInt64 {
+    func createRoom(on bed: JanusTestBed, codec: String) throws -> UInt64 {
         let room = TestJanus.uniqueRoomID()
         let created = try runProcess(
             try TestPaths.conclave(),
@@ -195,7 +195,7 @@ import Testing
         return room
     }
 
-    private func page(_ bed: JanusTestBed, room: UInt64, display: String, codec: String, publish: Bool = true)
+    func page(_ bed: JanusTestBed, room: UInt64, display: String, codec: String, publish: Bool = true)
         -> [String: String]
     {
         [
@@ -205,7 +205,7 @@ import Testing
     }
 
     /// Chromium's camera and microphone: the test pattern (numbered pictures) and the tone.
-    private func writeMedia(in directory: URL) throws -> TestChromium.Media {
+    func writeMedia(in directory: URL) throws -> TestChromium.Media {
         let video = directory.appendingPathComponent("pattern.y4m")
         let layout = try PatternLayout(width: Self.width, height: Self.height)
         var bytes = Data("YUV4MPEG2 W\(Self.width) H\(Self.height) F30:1 Ip A1:1 C420jpeg\n".utf8)
@@ -234,7 +234,7 @@ import Testing
     }
 
     /// The pattern numbers of every decoded picture of the file's video.
-    private func patternNumbers(in file: String) throws -> (pictures: Int, read: [Int]) {
+    func patternNumbers(in file: String) throws -> (pictures: Int, read: [Int]) {
         let decoded = try runProcess(
             "ffmpeg",
             ["-v", "error", "-i", file, "-map", "0:v:0"] + Self.everyFrame + [
@@ -302,6 +302,8 @@ struct PeerState: Decodable {
     var outbound: [String: Counters]
     var errors: [String]
     var lastError: String?
+    /// End-to-end encryption (BrowserE2EETests); nil on a page without it.
+    var e2ee: PageE2EE?
 }
 
 extension TestChromium {
