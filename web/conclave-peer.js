@@ -10,6 +10,8 @@
 //   audio    yes or no: send the microphone             (default yes)
 //   video    yes or no: send the camera                 (default yes)
 //   width, height, fps  the camera's capture size      (default 640x480, the camera's own rate)
+//   simulcast  1: send the video as three simulcast layers (rids h, m, l at full, half and
+//              quarter size; janus.js's encodings), for subscribers that choose a layer
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -41,6 +43,7 @@
     // No frame rate asked for unless given: Chromium's track adapter then drops every picture
     // that comes early after a late one, which a busy machine makes common.
     fps: params.get("fps") ? Number(params.get("fps")) : null,
+    simulcast: params.get("simulcast") === "1",
   };
 
   // Plain data only, so that a driver can read it as JSON at any time.
@@ -233,7 +236,7 @@
       const capture = { width: { ideal: config.width }, height: { ideal: config.height } };
       if (config.fps) capture.frameRate = { ideal: config.fps };
       // janus.js puts the codec first with setCodecPreferences.
-      tracks.push({ type: "video", capture, recv: false, codec: config.codec });
+      tracks.push({ type: "video", capture, recv: false, codec: config.codec, simulcast: config.simulcast });
     }
     publisher.createOffer({
       tracks,
@@ -334,9 +337,11 @@
     const result = {};
     report.forEach((entry) => {
       if (entry.type !== type || entry.mid === undefined) return;
+      // A simulcast sender has one entry per layer: "MID:RID".
+      const key = entry.rid ? `${entry.mid}:${entry.rid}` : entry.mid;
       const codec = entry.codecId ? report.get(entry.codecId) : null;
       const source = entry.mediaSourceId ? report.get(entry.mediaSourceId) : null;
-      result[entry.mid] = {
+      result[key] = {
         kind: entry.kind,
         codec: codec ? codec.mimeType : null,
         fmtp: codec ? codec.sdpFmtpLine || "" : "",
