@@ -14,6 +14,8 @@
 //            (default yes; no leaves the page doing what a plain call page does, for CPU figures)
 //   crypto   none, ecall or sframe: end-to-end encryption (default none; e2ee-page.js, key via
 //            conclave.setCallKey, never the URL)
+//   simulcast  1: send the video as three simulcast layers (rids h, m, l at full, half and
+//              quarter size; janus.js's encodings), for subscribers that choose a layer
 //
 // The camera and microphone are whatever getUserMedia gives: a real device, Chromium's fake
 // device (--use-fake-device-for-media-stream), or a file (--use-file-for-fake-video-capture=F.y4m,
@@ -46,6 +48,7 @@
     // that comes early after a late one, which a busy machine makes common.
     fps: params.get("fps") ? Number(params.get("fps")) : null,
     pattern: yes("pattern", "yes"),
+    simulcast: params.get("simulcast") === "1",
   };
 
   // Plain data only, so that a driver can read it as JSON at any time.
@@ -247,7 +250,7 @@
       const capture = { width: { ideal: config.width }, height: { ideal: config.height } };
       if (config.fps) capture.frameRate = { ideal: config.fps };
       // janus.js puts the codec first with setCodecPreferences.
-      tracks.push({ type: "video", capture, recv: false, codec: config.codec });
+      tracks.push({ type: "video", capture, recv: false, codec: config.codec, simulcast: config.simulcast });
     }
     publisher.createOffer({
       tracks,
@@ -351,9 +354,11 @@
     const result = {};
     report.forEach((entry) => {
       if (entry.type !== type || entry.mid === undefined) return;
+      // A simulcast sender has one entry per layer: "MID:RID".
+      const key = entry.rid ? `${entry.mid}:${entry.rid}` : entry.mid;
       const codec = entry.codecId ? report.get(entry.codecId) : null;
       const source = entry.mediaSourceId ? report.get(entry.mediaSourceId) : null;
-      result[entry.mid] = {
+      result[key] = {
         kind: entry.kind,
         codec: codec ? codec.mimeType : null,
         fmtp: codec ? codec.sdpFmtpLine || "" : "",

@@ -1,4 +1,5 @@
 import ConclaveCore
+import JanusProtocol
 
 /// Something that consumes what a call receives: the recorder, a status view, a test.
 ///
@@ -16,4 +17,12 @@ public protocol CallMediaObserver: Sendable {
     func received(_ media: ReceivedMedia)
     /// A sender report of a subscribed stream (the NTP/RTP mapping for synchronization).
     func senderReport(_ report: SubscribedSenderReport)
+    /// Janus now forwards `substream` of the simulcast video of `feedID` (after a keyframe); has
+    /// a default that ignores it.
+    func layerReceived(feedID: UInt64, substream: VideoRoom.Substream)
+}
+
+extension CallMediaObserver {
+    /// Ignores layer switches: only observers that show or act on layers implement it.
+    public func layerReceived(feedID: UInt64, substream: VideoRoom.Substream) {}
 }

@@ -46,6 +46,8 @@ public actor CallSession {
         /// recovery) cannot decode until the next keyframe, and a keyframe request does not always
         /// reach us, so keyframes are also sent periodically and whenever a participant arrives.
         public var keyframeInterval: Duration?
+        /// The simulcast layer to receive per participant.
+        public var layers: LayerSelection
 
         public init(
             janusURL: String,
@@ -57,7 +59,8 @@ public actor CallSession {
             transport: MediaTransport.Configuration = .init(),
             allowEarlierInstance: Bool = false,
             roomOptions: VideoRoom.RoomOptions? = nil,
-            keyframeInterval: Duration? = .seconds(3)
+            keyframeInterval: Duration? = .seconds(3),
+            layers: LayerSelection = LayerSelection(standard: .auto)
         ) {
             self.janusURL = janusURL
             self.connectionOptions = connectionOptions
@@ -69,6 +72,7 @@ public actor CallSession {
             self.allowEarlierInstance = allowEarlierInstance
             self.roomOptions = roomOptions ?? VideoRoom.RoomOptions(room: room, videoCodecs: ["h264", "vp8"])
             self.keyframeInterval = keyframeInterval
+            self.layers = layers
         }
     }
 
@@ -327,7 +331,8 @@ public actor CallSession {
                     room: configuration.room,
                     ownFeedID: publisher.feedID,
                     crypto: configuration.crypto,
-                    transport: configuration.transport
+                    transport: configuration.transport,
+                    layers: configuration.layers
                 ),
                 initialPublishers: publisher.initialPublishers,
                 roomEvents: publisher.roomEvents,

@@ -63,18 +63,22 @@ public final class RoomSubscription: Sendable {
         public var crypto: CallFrameCrypto?
         /// ICE settings for the subscriber PeerConnection.
         public var transport: MediaTransport.Configuration
+        /// The simulcast layer to receive per participant (by default everyone's highest).
+        public var layers: LayerSelection
 
         /// Creates a configuration.
         public init(
             room: UInt64,
             ownFeedID: UInt64?,
             crypto: CallFrameCrypto?,
-            transport: MediaTransport.Configuration = .init()
+            transport: MediaTransport.Configuration = .init(),
+            layers: LayerSelection = LayerSelection(standard: .fixed(.high))
         ) {
             self.room = room
             self.ownFeedID = ownFeedID
             self.crypto = crypto
             self.transport = transport
+            self.layers = layers
         }
     }
 
@@ -151,6 +155,14 @@ public final class RoomSubscription: Sendable {
         return sent
     }
 
+    /// Asks for `layer` of the video of `feedID` from now on (see ``Subscriber/selectLayer(_:feedID:)``);
+    /// returns whether the feed has video in the subscription.
+    @discardableResult
+    public func selectLayer(_ layer: VideoRoom.Substream, feedID: UInt64) async throws -> Bool {
+        guard let subscriber = state.withLock({ $0.closed ? nil : $0.subscriber }) else { return false }
+        return try await subscriber.selectLayer(layer, feedID: feedID)
+    }
+
     /// Stops following the room and closes the subscriber.
     public func close() async {
         main.withLock { $0?.cancel() }
@@ -166,6 +178,12 @@ public final class RoomSubscription: Sendable {
 
     // MARK: Internals
 
+    /// The layer asked for the feed's participant, nil for a feed not subscribed.
+    private func layer(ofFeed feed: UInt64) -> VideoLayer? {
+        guard let display = state.withLock({ $0.participants[feed] }) else { return nil }
+        return configuration.layers.layer(forDisplay: display)
+    }
+
     private func arrived(_ publishers: [VideoRoom.Publisher]) async {
         let fresh = state.withLock { state in
             publishers.filter {
@@ -175,9 +193,13 @@ public final class RoomSubscription: Sendable {
         }
         guard !fresh.isEmpty else { return }
         let feeds = fresh.map(\.id)
+        var substreams: [UInt64: VideoRoom.Substream] = [:]
+        for publisher in fresh {
+            substreams[publisher.id] = configuration.layers.layer(forDisplay: publisher.display).initialSubstream
+        }
         do {
             if let subscriber = state.withLock({ $0.subscriber }) {
-                try await subscriber.add(feeds: feeds)
+                try await subscriber.add(feeds: feeds, substreams: substreams)
             } else {
                 // Frames are decrypted and handed to the observers on the receive thread as they
                 // complete: a task reading them from a stream would cost a thread wakeup per frame.
@@ -189,6 +211,7 @@ public final class RoomSubscription: Sendable {
                     on: session,
                     room: configuration.room,
                     feeds: feeds,
+                    substreams: substreams,
                     transport: configuration.transport,
                     frameHandler: receiver.handle,
                     logger: logger
@@ -229,6 +252,18 @@ public final class RoomSubscription: Sendable {
                 for observer in observers { observer.senderReport(report) }
             }
         }
+        let layers = Task {
+            for await change in subscriber.layerSwitches {
+                for observer in observers { observer.layerReceived(feedID: change.feedID, substream: change.substream) }
+            }
+        }
+        let adapting =
+            configuration.layers.standard == .auto || configuration.layers.perParticipant.values.contains(.auto)
+        let layerOfFeed: @Sendable (UInt64) -> VideoLayer? = { [weak self] in self?.layer(ofFeed: $0) }
+        let adaptation = Task { [logger] in
+            guard adapting else { return }
+            await AutoLayers(subscriber: subscriber, layer: layerOfFeed, logger: logger).run()
+        }
         let failures = failureContinuation
         let watch = Task {
             for await state in subscriber.transport.states {
@@ -238,13 +273,15 @@ public final class RoomSubscription: Sendable {
         let closed = state.withLock { state -> Bool in
             state.subscriber = subscriber
             state.receiver = receiver
-            state.tasks += [reports, watch]
+            state.tasks += [reports, watch, layers, adaptation]
             return state.closed
         }
         if closed {
             receiver.stop()
             reports.cancel()
             watch.cancel()
+            layers.cancel()
+            adaptation.cancel()
             Task { await subscriber.close() }
         }
     }

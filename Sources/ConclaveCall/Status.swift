@@ -39,6 +39,9 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
         public var firstFrameMs: Int?
         /// How long ago the last decrypted frame arrived.
         public var lastFrameAgeMs: Int?
+        /// The simulcast layer received of the participant's video (`low`, `medium`, `high`), nil
+        /// when the participant does not send simulcast.
+        public var layer: String? = nil
     }
 
     /// One recovery from a fault.
@@ -78,7 +81,7 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
                 + String(format: "%.0f s", Double(elapsedMs) / 1000),
             "",
             pad("PARTICIPANT", 22) + pad("CODECS", 12) + pad("KBIT/S", 8) + pad("FPS", 6) + pad("LOSS", 7)
-                + pad("DECRYPT", 22) + "FRAMES",
+                + pad("LAYER", 7) + pad("DECRYPT", 22) + "FRAMES",
         ]
         for participant in participants {
             let codecs = [participant.audioCodec, participant.videoCodec].compactMap { $0 }.joined(separator: "+")
@@ -92,7 +95,7 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
                     + pad(String(format: "%.0f", participant.kilobitsPerSecond), 8)
                     + pad(String(format: "%.1f", participant.videoFrameRate), 6)
                     + pad(String(format: "%.1f%%", participant.loss * 100), 7)
-                    + pad(decrypt, 22) + "\(participant.framesDecrypted)"
+                    + pad(participant.layer ?? "-", 7) + pad(decrypt, 22) + "\(participant.framesDecrypted)"
             )
         }
         if participants.isEmpty { lines.append("(nobody else yet)") }
@@ -163,6 +166,7 @@ public final class CallStatusTracker: CallMediaObserver {
         var lastFailureAt: ContinuousClock.Instant?
         var firstFrameAt: ContinuousClock.Instant?
         var lastFrameAt: ContinuousClock.Instant?
+        var layer: VideoRoom.Substream?
         // Values at the previous snapshot, for rates.
         var previousVideoFrames = 0
         var previousBytes = 0
@@ -171,6 +175,7 @@ public final class CallStatusTracker: CallMediaObserver {
         /// feed was announced.
         mutating func absorb(_ other: Entry) {
             audioCodec = audioCodec ?? other.audioCodec
+            layer = layer ?? other.layer
             videoCodec = videoCodec ?? other.videoCodec
             audioFrames += other.audioFrames
             videoFrames += other.videoFrames
@@ -297,6 +302,18 @@ public final class CallStatusTracker: CallMediaObserver {
 
     public func senderReport(_ report: SubscribedSenderReport) {}
 
+    public func layerReceived(feedID: UInt64, substream: VideoRoom.Substream) {
+        // The first switch can come before the feed's announcement, as frames can.
+        state.withLock { state in
+            let key = state.keyByFeed[feedID] ?? "feed:\(feedID)"
+            if state.entries[key] == nil {
+                state.entries[key] = Entry(id: key, display: nil, feeds: [feedID])
+                state.order.append(key)
+            }
+            state.entries[key]?.layer = substream
+        }
+    }
+
     /// A fault was noticed and recovery of `kind` began.
     public func recoveryStarted(_ kind: RecoveryKind) {
         let now = milliseconds(.now)
@@ -366,7 +383,8 @@ public final class CallStatusTracker: CallMediaObserver {
                         kilobitsPerSecond: Double(entry.bytes - entry.previousBytes) * 8 / 1000 / seconds,
                         loss: loss[key] ?? 0,
                         firstFrameMs: entry.firstFrameAt.map(milliseconds),
-                        lastFrameAgeMs: entry.lastFrameAt.map { Self.milliseconds(now - $0) }
+                        lastFrameAgeMs: entry.lastFrameAt.map { Self.milliseconds(now - $0) },
+                        layer: entry.layer?.description
                     )
                 )
                 entry.previousVideoFrames = entry.videoFrames

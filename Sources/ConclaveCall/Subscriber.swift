@@ -43,6 +43,17 @@ public struct SubscribedSenderReport: Sendable {
     public var arrival: MonotonicTime
 }
 
+/// Janus now forwards another simulcast substream of a subscribed video stream (reported after the
+/// keyframe it switched at).
+public struct SubscribedLayerSwitch: Sendable, Hashable {
+    /// The publisher's feed id.
+    public var feedID: UInt64
+    /// Our mid of the video stream.
+    public var mid: String
+    /// The substream now received.
+    public var substream: VideoRoom.Substream
+}
+
 /// The multistream subscriber of a VideoRoom: one PeerConnection receiving every subscribed feed.
 ///
 /// Each m-line gets a jitter buffer that reorders, asks for retransmissions (NACK) and keyframes
@@ -58,7 +69,10 @@ public final class Subscriber: Sendable {
     public let frames: AsyncStream<SubscribedFrame>
     /// Sender reports of the subscribed streams.
     public let senderReports: AsyncStream<SubscribedSenderReport>
+    /// Each simulcast substream switch Janus reports, in order (the newest 64 are kept unread).
+    public let layerSwitches: AsyncStream<SubscribedLayerSwitch>
 
+    private let layerContinuation: AsyncStream<SubscribedLayerSwitch>.Continuation
     private let frameContinuation: AsyncStream<SubscribedFrame>.Continuation
     private let reportContinuation: AsyncStream<SubscribedSenderReport>.Continuation
     private let logger: Logger
@@ -73,6 +87,8 @@ public final class Subscriber: Sendable {
         var local: LocalTransportParameters?
         var sessionVersion: UInt64 = 1
         var layout: [VideoRoom.SubscribedStream] = []
+        /// The substream received per simulcast video mid, as Janus last reported it.
+        var substreams: [String: VideoRoom.Substream] = [:]
     }
 
     /// Subscribes to `feeds` in `room`; returns once media can flow.
@@ -84,6 +100,7 @@ public final class Subscriber: Sendable {
         on session: JanusSession,
         room: UInt64,
         feeds: [UInt64],
+        substreams: [UInt64: VideoRoom.Substream] = [:],
         privateID: UInt64? = nil,
         transport configuration: MediaTransport.Configuration = .init(),
         frameHandler: (@Sendable (SubscribedFrame) -> Void)? = nil,
@@ -95,7 +112,7 @@ public final class Subscriber: Sendable {
         do {
             let (streams, offer) = try await handle.joinAsSubscriber(
                 room: room,
-                streams: feeds.map { VideoRoom.StreamSelection(feed: $0) },
+                streams: feeds.map { VideoRoom.StreamSelection(feed: $0, substream: substreams[$0]) },
                 privateID: privateID
             )
             try await subscriber.answer(offer, layout: streams)
@@ -126,6 +143,7 @@ public final class Subscriber: Sendable {
         )
         (self.frames, self.frameContinuation) = (frames, frameContinuation)
         (self.senderReports, self.reportContinuation) = (senderReports, reportContinuation)
+        (layerSwitches, layerContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
         rtp = RTPReceiveSession(
             transport: transport,
             onFrame: { received in
@@ -180,11 +198,37 @@ public final class Subscriber: Sendable {
         await rtp.requestKeyframe(from: RTPReceiveSession.Source(id: feedID))
     }
 
-    /// Adds every stream of `feeds` to the subscription.
-    public func add(feeds: [UInt64]) async throws {
+    /// Adds every stream of `feeds` to the subscription, simulcast video starting at the feed's
+    /// entry in `substreams` (Janus's default, the highest, without one).
+    public func add(feeds: [UInt64], substreams: [UInt64: VideoRoom.Substream] = [:]) async throws {
         guard !feeds.isEmpty else { return }
-        let (streams, offer) = try await handle.subscribe(feeds.map { VideoRoom.StreamSelection(feed: $0) })
+        let (streams, offer) = try await handle.subscribe(
+            feeds.map { VideoRoom.StreamSelection(feed: $0, substream: substreams[$0]) }
+        )
         if let offer { try await answer(offer, layout: streams) }
+    }
+
+    /// Asks Janus for `substream` of the video of `feedID`; returns whether the feed has video in
+    /// the subscription. The switch happens at the substream's next keyframe and is reported on
+    /// ``layerSwitches``; for a feed that does not simulcast nothing changes.
+    @discardableResult
+    public func selectLayer(_ substream: VideoRoom.Substream, feedID: UInt64) async throws -> Bool {
+        let mids = streams.filter { $0.feedID == feedID && $0.type == "video" && $0.isActive }.map(\.mid)
+        guard !mids.isEmpty else { return false }
+        try await handle.configureLayers(mids.map { VideoRoom.LayerChoice(mid: $0, substream: substream) })
+        return true
+    }
+
+    /// The simulcast substream received of each feed's video, as Janus last reported it (feeds
+    /// that do not simulcast, or have sent nothing yet, are absent).
+    public var receivedLayers: [UInt64: VideoRoom.Substream] {
+        state.withLock { state in
+            var layers: [UInt64: VideoRoom.Substream] = [:]
+            for stream in state.layout {
+                if let feed = stream.feedID, let substream = state.substreams[stream.mid] { layers[feed] = substream }
+            }
+            return layers
+        }
     }
 
     /// Removes every stream of `feeds` from the subscription.
@@ -219,6 +263,7 @@ public final class Subscriber: Sendable {
         try? await handle.handle.detach()
         frameContinuation.finish()
         reportContinuation.finish()
+        layerContinuation.finish()
     }
 
     // MARK: Negotiation
@@ -246,7 +291,15 @@ public final class Subscriber: Sendable {
             )
             state.withLock { state in
                 state.local = local
+                let previous = state.layout
                 state.layout = layout.isEmpty ? state.layout : layout
+                for stream in layout {
+                    // A mid reused for another feed starts without a layer.
+                    if previous.first(where: { $0.mid == stream.mid })?.feedID != stream.feedID {
+                        state.substreams[stream.mid] = nil
+                    }
+                    if let substream = stream.simulcast?.substream { state.substreams[stream.mid] = substream }
+                }
             }
             await rtp.configure(result.media) { media, previous in
                 let described = layout.first { $0.mid == media.mid }
@@ -290,10 +343,32 @@ public final class Subscriber: Sendable {
                     } catch {
                         self?.logger.warning("renegotiation failed", metadata: ["error": "\(error)"])
                     }
+                case .plugin(let data, .none):
+                    self?.layerEvents(in: data)
                 default:
                     break
                 }
             }
+        }
+    }
+
+    /// Notes the simulcast switches in a plugin event and passes them on.
+    private func layerEvents(in data: JSONValue) {
+        let events: [VideoRoom.Event]
+        do {
+            events = try VideoRoom.events(from: data)
+        } catch {
+            logger.warning("unreadable VideoRoom event", metadata: ["error": "\(error)"])
+            return
+        }
+        for case .layerSwitched(let mid, let substream?, _) in events {
+            let feed = state.withLock { state -> UInt64? in
+                state.substreams[mid] = substream
+                return state.layout.first { $0.mid == mid }?.feedID
+            }
+            guard let feed else { continue }
+            logger.debug("simulcast layer", metadata: ["feed": "\(feed)", "substream": "\(substream)"])
+            layerContinuation.yield(SubscribedLayerSwitch(feedID: feed, mid: mid, substream: substream))
         }
     }
 

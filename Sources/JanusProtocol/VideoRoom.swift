@@ -147,16 +147,20 @@ public enum VideoRoom {
         public var feed: UInt64
         /// The publisher's mid, or nil for all of the feed's streams.
         public var mid: String?
+        /// The simulcast substream to start with (video only; Janus's default is the highest).
+        public var substream: Substream?
 
-        /// Selects `feed` (all its streams, or only `mid`).
-        public init(feed: UInt64, mid: String? = nil) {
+        /// Selects `feed` (all its streams, or only `mid`), starting at `substream` if it simulcasts.
+        public init(feed: UInt64, mid: String? = nil, substream: Substream? = nil) {
             self.feed = feed
             self.mid = mid
+            self.substream = substream
         }
 
         var json: JSONValue {
             var members: [String: JSONValue] = ["feed": .id(feed)]
             if let mid { members["mid"] = .string(mid) }
+            if let substream { members["substream"] = .int(Int64(substream.rawValue)) }
             return .object(members)
         }
     }
@@ -283,6 +287,8 @@ extension VideoRoom {
         public var feedMid: String?
         public var feedDisplay: String?
         public var codec: String?
+        /// The simulcast state, when the publisher sends simulcast on this m-line.
+        public var simulcast: SimulcastState?
 
         init(json: JSONValue) {
             mindex = Int(json["mindex"]?.intValue ?? 0)
@@ -293,6 +299,7 @@ extension VideoRoom {
             feedMid = json["feed_mid"]?.stringValue
             feedDisplay = json["feed_display"]?.stringValue
             codec = json["codec"]?.stringValue
+            simulcast = json["simulcast"].map(SimulcastState.init(json:))
         }
     }
 
@@ -336,6 +343,9 @@ extension VideoRoom {
         case paused
         /// A publisher started or stopped talking (audio level detection).
         case talking(feed: UInt64, isTalking: Bool)
+        /// Janus now forwards another simulcast substream or temporal layer on the subscriber's
+        /// m-line `mid` (at a keyframe), or confirms the one asked for is already forwarded.
+        case layerSwitched(mid: String, substream: Substream?, temporal: Int?)
         /// The room was destroyed.
         case destroyed(room: UInt64)
         /// A plugin error (`error_code`, `error`).
@@ -388,6 +398,7 @@ extension VideoRoom {
             if data["configured"]?.stringValue == "ok" { events.append(.configured) }
             if data["started"]?.stringValue == "ok" { events.append(.started) }
             if data["paused"]?.stringValue == "ok" { events.append(.paused) }
+            if let layerSwitch = try layerSwitch(in: data) { events.append(layerSwitch) }
             return events.isEmpty ? [.other(data)] : events
         default:
             return [.other(data)]

@@ -223,6 +223,7 @@ struct CallOptions: ParsableArguments {
     @OptionGroup var configFile: ConfigFileOption
     @OptionGroup var ice: ICEOptions
     @OptionGroup var signaling: SignalingOptions
+    @OptionGroup var layers: LayerOption
 
     @Option(help: "Audio to send: tone, a media file, mic[:SOURCE] (PulseAudio; SIGUSR1 toggles mute), or none.")
     var audio: String = "tone"
@@ -476,7 +477,8 @@ struct CallRunner {
                 crypto: frameCrypto,
                 transport: try options.transport(settings),
                 allowEarlierInstance: allowEarlierInstance,
-                roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"])
+                roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"]),
+                layers: try options.layers.selection(standard: .auto)
             ),
             sources: sources,
             observers: observers,

@@ -33,6 +33,7 @@ struct RecordCommand: AsyncParsableCommand {
     @OptionGroup var configFile: ConfigFileOption
     @OptionGroup var ice: ICEOptions
     @OptionGroup var signaling: SignalingOptions
+    @OptionGroup var layers: LayerOption
 
     @Option(help: "The VideoRoom room id.")
     var room: UInt64
@@ -226,7 +227,9 @@ struct RecordCommand: AsyncParsableCommand {
                 room: room,
                 ownFeedID: listener.joined.id,
                 crypto: frameCrypto,
-                transport: transport
+                transport: transport,
+                // The recording keeps the best picture there is unless told otherwise.
+                layers: try layers.selection(standard: .fixed(.high))
             ),
             initialPublishers: listener.joined.publishers,
             roomEvents: listener.roomEvents,

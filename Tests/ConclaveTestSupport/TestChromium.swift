@@ -44,7 +44,8 @@ public final class TestChromium: @unchecked Sendable {
     private let page = Mutex<String?>(nil)
 
     /// Serves `web/` and starts Chromium, allowed to reach `janusAddress` and localhost only.
-    public init(janusAddress: String, media: Media = Media()) throws {
+    /// `extraArguments` go on Chromium's command line as they are (field trials, for instance).
+    public init(janusAddress: String, media: Media = Media(), extraArguments: [String] = []) throws {
         let executable = try Self.chromiumExecutable()
         directory = try TestPaths.temporaryDirectory("conclave-chromium")
         let site = directory.appendingPathComponent("site")
@@ -72,6 +73,7 @@ public final class TestChromium: @unchecked Sendable {
         ]
         if let video = media.videoFile { arguments.append("--use-file-for-fake-video-capture=\(video)") }
         if let audio = media.audioFile { arguments.append("--use-file-for-fake-audio-capture=\(audio)") }
+        arguments += extraArguments
         arguments.append("about:blank")
         let log = directory.appendingPathComponent("chromium.log").path
         let (pid, input, output) = try Self.spawn(arguments, log: log)

@@ -37,10 +37,11 @@ enum RealJanus {
         #"{"janus":"trickle","session_id":1,"sender":3,"candidate":{"sdpMid":"0","sdpMLineIndex":0,"candidate":"candidate:1 1 udp 2015363327 198.18.0.1 40000 typ host"}}"#
     static let timeout = #"{"janus":"timeout","session_id":4601680433657730}"#
 
-    static let all = [
-        createSuccess, attachSuccess, roomCreated, ack, joined, participants, leaving, leftSelf, alreadyJoined,
-        noSuchSession, publishers, attached, webrtcup, media, slowlink, hangup, trickle, timeout,
-    ]
+    static let all =
+        [
+            createSuccess, attachSuccess, roomCreated, ack, joined, participants, leaving, leftSelf, alreadyJoined,
+            noSuchSession, publishers, attached, webrtcup, media, slowlink, hangup, trickle, timeout,
+        ] + SimulcastJanus.all
 }
 
 @Suite struct JanusMessageTests {

@@ -1,0 +1,116 @@
+import JanusProtocol
+
+/// The `auto` layer choice for one simulcast feed: a pure state machine fed once a second with
+/// what the receive side saw, answering which substream to ask Janus for.
+///
+/// Janus 1.1.2 does not choose for the subscriber: it ignores a subscriber's REMB (its handler
+/// has a "should we do something about it?" FIXME) and sends no transport-wide feedback towards
+/// subscribers, and its only automatic move is the `fallback` to a lower substream when the wanted
+/// one sends nothing at all. So the receiver decides from its own view of the path: packet loss
+/// (after retransmissions) on the video stream. Loss on a path that took the lower layer well is
+/// the sign of a bottleneck (a rate limit drops the excess), so:
+///
+/// - sustained loss (``Policy/lossToStepDown`` in ``Policy/samplesToStepDown`` samples in a row)
+///   steps one layer down at once;
+/// - after ``Policy/quietSamplesToProbe`` samples without loss at a layer below the highest, it
+///   probes one layer up; a probe that meets loss within ``Policy/probeSamples`` goes back down
+///   and doubles the quiet time before the next probe (up to ``Policy/maximumQuietSamples``),
+///   so a path that cannot take the higher layer is not flooded every few seconds; a probe that
+///   holds resets the quiet time.
+public struct LayerAdaptation: Sendable, Hashable {
+    /// The thresholds.
+    public struct Policy: Sendable, Hashable {
+        /// Lost over expected packets in one sample that counts as loss.
+        public var lossToStepDown: Double = 0.04
+        /// Consecutive lossy samples that step down.
+        public var samplesToStepDown: Int = 2
+        /// Loss below this is quiet.
+        public var quietLoss: Double = 0.005
+        /// Quiet samples before the first probe up.
+        public var quietSamplesToProbe: Int = 6
+        /// The longest wait between probes, after repeated failed ones.
+        public var maximumQuietSamples: Int = 24
+        /// Samples after a probe in which loss sends it back down.
+        public var probeSamples: Int = 3
+
+        public init() {}
+    }
+
+    /// One second (or so) of the video stream as the receiver saw it.
+    public struct Sample: Sendable, Hashable {
+        /// Packets that arrived in the interval.
+        public var received: Int
+        /// Packets lost in the interval (expected minus received, after retransmissions).
+        public var lost: Int
+
+        public init(received: Int, lost: Int) {
+            self.received = received
+            self.lost = lost
+        }
+
+        /// Lost over expected, 0 when nothing was expected.
+        public var lossFraction: Double {
+            let lost = max(0, lost)
+            let expected = max(0, received) + lost
+            return expected > 0 ? Double(lost) / Double(expected) : 0
+        }
+    }
+
+    public let policy: Policy
+    /// The substream to ask for now.
+    public private(set) var target: VideoRoom.Substream
+    private var lossySamples = 0
+    private var quietSamples = 0
+    private var quietSamplesNeeded: Int
+    /// Samples left in the probe just made, nil when not probing.
+    private var probeLeft: Int?
+
+    /// Starts at `initial` (the highest by default: most paths take it, and a path that does not
+    /// shows it within two seconds).
+    public init(initial: VideoRoom.Substream = .high, policy: Policy = Policy()) {
+        self.policy = policy
+        target = initial
+        quietSamplesNeeded = policy.quietSamplesToProbe
+    }
+
+    /// Takes one sample; returns the new target when it changed.
+    public mutating func observe(_ sample: Sample) -> VideoRoom.Substream? {
+        // No packets at all says nothing about the path (a paused or muted sender).
+        guard sample.received > 0 || sample.lost > 0 else { return nil }
+        let loss = sample.lossFraction
+        if loss >= policy.lossToStepDown {
+            lossySamples += 1
+            quietSamples = 0
+        } else {
+            lossySamples = 0
+            quietSamples = loss < policy.quietLoss ? quietSamples + 1 : 0
+        }
+        if let left = probeLeft {
+            if lossySamples > 0, let lower = target.lower {
+                // The probe did not hold: back down, and wait longer before the next one.
+                probeLeft = nil
+                lossySamples = 0
+                quietSamples = 0
+                quietSamplesNeeded = min(quietSamplesNeeded * 2, policy.maximumQuietSamples)
+                target = lower
+                return lower
+            }
+            probeLeft = left > 1 ? left - 1 : nil
+            if probeLeft == nil { quietSamplesNeeded = policy.quietSamplesToProbe }
+            return nil
+        }
+        if lossySamples >= policy.samplesToStepDown, let lower = target.lower {
+            lossySamples = 0
+            quietSamples = 0
+            target = lower
+            return lower
+        }
+        if quietSamples >= quietSamplesNeeded, let higher = target.higher {
+            quietSamples = 0
+            probeLeft = policy.probeSamples
+            target = higher
+            return higher
+        }
+        return nil
+    }
+}

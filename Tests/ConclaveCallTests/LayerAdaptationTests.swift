@@ -1,0 +1,84 @@
+import ConclaveCall
+import JanusProtocol
+import Testing
+
+/// The `auto` layer choice as a state machine over synthetic receive samples.
+@Suite struct LayerAdaptationTests {
+    static let clean = LayerAdaptation.Sample(received: 100, lost: 0)
+    static let lossy = LayerAdaptation.Sample(received: 90, lost: 10)
+
+    /// Feeds `samples`, returning the target after each.
+    func run(_ adaptation: inout LayerAdaptation, _ samples: [LayerAdaptation.Sample]) -> [VideoRoom.Substream] {
+        samples.map { sample in
+            _ = adaptation.observe(sample)
+            return adaptation.target
+        }
+    }
+
+    @Test func sustainedLossStepsDownOneLayerAtATime() {
+        var adaptation = LayerAdaptation()
+        #expect(adaptation.target == .high)
+        #expect(adaptation.observe(Self.lossy) == nil, "one lossy second is not enough")
+        #expect(adaptation.observe(Self.lossy) == .medium)
+        #expect(adaptation.observe(Self.lossy) == nil)
+        #expect(adaptation.observe(Self.lossy) == .low)
+        #expect(run(&adaptation, Array(repeating: Self.lossy, count: 4)) == Array(repeating: .low, count: 4))
+    }
+
+    @Test func isolatedLossDoesNotMove() {
+        var adaptation = LayerAdaptation()
+        let samples = (0..<20).map { $0 % 2 == 0 ? Self.lossy : Self.clean }
+        #expect(run(&adaptation, samples).allSatisfy { $0 == .high })
+    }
+
+    @Test func probesUpAfterAQuietPeriodAndBacksOffWhenTheProbeFails() {
+        var adaptation = LayerAdaptation(initial: .medium)
+        // Six quiet seconds: a probe to high.
+        #expect(run(&adaptation, Array(repeating: Self.clean, count: 5)).allSatisfy { $0 == .medium })
+        #expect(adaptation.observe(Self.clean) == .high)
+        // Loss during the probe: straight back down, at the first lossy sample.
+        #expect(adaptation.observe(Self.lossy) == .medium)
+        // The next probe waits twice as long.
+        #expect(run(&adaptation, Array(repeating: Self.clean, count: 11)).allSatisfy { $0 == .medium })
+        #expect(adaptation.observe(Self.clean) == .high)
+        #expect(adaptation.observe(Self.lossy) == .medium)
+        // And then four times, never more than the maximum.
+        #expect(run(&adaptation, Array(repeating: Self.clean, count: 23)).allSatisfy { $0 == .medium })
+        #expect(adaptation.observe(Self.clean) == .high)
+        #expect(adaptation.observe(Self.lossy) == .medium)
+        #expect(run(&adaptation, Array(repeating: Self.clean, count: 23)).allSatisfy { $0 == .medium })
+        #expect(adaptation.observe(Self.clean) == .high, "capped at 24 samples")
+        // A probe that holds stays, and the quiet time starts over for the next one.
+        #expect(run(&adaptation, Array(repeating: Self.clean, count: 10)).allSatisfy { $0 == .high })
+    }
+
+    @Test func aProbeThatHoldsResetsTheWait() {
+        var adaptation = LayerAdaptation(initial: .low)
+        let targets = run(&adaptation, Array(repeating: Self.clean, count: 12))
+        #expect(targets[5] == .medium && targets[11] == .high, "\(targets)")
+    }
+
+    @Test func silenceSaysNothing() {
+        var adaptation = LayerAdaptation(initial: .low)
+        let silent = LayerAdaptation.Sample(received: 0, lost: 0)
+        #expect(run(&adaptation, Array(repeating: silent, count: 30)).allSatisfy { $0 == .low })
+        #expect(LayerAdaptation.Sample(received: 0, lost: 0).lossFraction == 0)
+        #expect(LayerAdaptation.Sample(received: 3, lost: -2).lossFraction == 0, "negative loss (duplicates) is none")
+    }
+
+    @Test func randomSamplesKeepTheTargetInRangeAndMoveOneStepAtATime() {
+        var random = SystemRandomNumberGenerator()
+        var adaptation = LayerAdaptation()
+        var previous = adaptation.target
+        for _ in 0..<10_000 {
+            let sample = LayerAdaptation.Sample(
+                received: Int.random(in: -5...200, using: &random),
+                lost: Int.random(in: -5...50, using: &random)
+            )
+            let change = adaptation.observe(sample)
+            #expect(abs(adaptation.target.rawValue - previous.rawValue) <= 1)
+            #expect(change == nil || change == adaptation.target)
+            previous = adaptation.target
+        }
+    }
+}

@@ -1,0 +1,325 @@
+import ConclaveCall
+import ConclaveCore
+import ConclaveMedia
+import ConclavePeerConnection
+import ConclaveTestSupport
+import ConclaveVPX
+import Foundation
+import JanusClient
+import JanusProtocol
+import JanusTestBed
+import Logging
+import Synchronization
+import Testing
+
+/// Collects one feed's video frames and the layer switches Janus reports, in arrival order, and
+/// wakes a waiter on each.
+final class SimulcastObserver: CallMediaObserver {
+    struct Seen {
+        /// Video frames and where each layer switch landed (the switch is reported after its
+        /// keyframe was forwarded, so it is noted at the count of frames then).
+        var frames: [SubscribedFrame] = []
+        var switches: [(afterFrames: Int, substream: VideoRoom.Substream)] = []
+        var feeds: [UInt64] = []
+    }
+
+    let seen = Mutex(Seen())
+    private let changes: AsyncStream<Void>
+    private let changed: AsyncStream<Void>.Continuation
+
+    init() { (changes, changed) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+
+    func participantJoined(feedID: UInt64, display: String?) { update { $0.feeds.append(feedID) } }
+    func participantLeft(feedID: UInt64) {}
+    func senderReport(_ report: SubscribedSenderReport) {}
+    func received(_ media: ReceivedMedia) {
+        guard case .frame(let frame) = media, frame.frame.codec == .vp8 else { return }
+        update { $0.frames.append(frame) }
+    }
+    func layerReceived(feedID: UInt64, substream: VideoRoom.Substream) {
+        update { $0.switches.append((afterFrames: $0.frames.count, substream: substream)) }
+    }
+
+    /// Returns once `condition` holds, or throws after `limit`.
+    func wait(for limit: Duration, _ what: String, until condition: @escaping @Sendable (Seen) -> Bool) async throws {
+        let met = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [self] in
+                if seen.withLock({ condition($0) }) { return true }
+                for await _ in changes where seen.withLock({ condition($0) }) { return true }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let met = await group.next() ?? false
+            group.cancelAll()
+            return met
+        }
+        guard met else {
+            let (frames, switches) = seen.withLock { ($0.frames.count, $0.switches.map { $0.substream }) }
+            throw SubprocessError(description: "not within \(limit): \(what) (\(frames) frames, switches \(switches))")
+        }
+    }
+
+    private func update(_ body: (inout Seen) -> Void) {
+        seen.withLock { body(&$0) }
+        changed.yield()
+    }
+}
+
+/// Chromium publishes VP8 simulcast (three layers of Conclave's numbered test pattern); Conclave's
+/// subscriber starts on the lowest layer and switches to the highest through Janus's `configure`.
+/// Every received frame is decoded with the project's VP8 decoder afterwards.
+@Suite(.serialized) struct SimulcastReceiveTests {
+    static let width = 640
+    static let height = 480
+    static let loopFrames = 150
+
+    @Test func switchesFromTheLowToTheHighLayerAtAKeyframe() async throws {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let directory = try TestPaths.temporaryDirectory("conclave-simulcast")
+        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
+
+        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
+        defer { chromium.stop() }
+
+        let observer = SimulcastObserver()
+        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
+        let subscription = RoomSubscription(
+            session: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                ownFeedID: listener.joined.id,
+                crypto: nil,
+                transport: transport,
+                layers: LayerSelection(standard: .fixed(.high), perParticipant: ["chromium": .fixed(.low)])
+            ),
+            initialPublishers: listener.joined.publishers,
+            roomEvents: listener.roomEvents,
+            observers: [observer],
+            logger: logger
+        )
+        try await observer.wait(for: .seconds(20), "60 frames of the low layer") { seen in
+            // Janus forwards the first substream that sends a keyframe and then steps towards
+            // the one asked for, a keyframe at a time.
+            guard let low = seen.switches.last, low.substream == .low else { return false }
+            return seen.frames.count >= low.afterFrames + 60
+        }
+        let feed = try #require(observer.seen.withLock { $0.feeds.first })
+        #expect(subscription.subscriber?.receivedLayers[feed] == .low)
+        let requested = observer.seen.withLock { $0.frames.count }
+        #expect(try await subscription.selectLayer(.high, feedID: feed))
+        try await observer.wait(for: .seconds(20), "60 frames of the high layer") { seen in
+            guard let high = seen.switches.last, high.substream == .high else { return false }
+            return seen.frames.count >= high.afterFrames + 60
+        }
+        #expect(subscription.subscriber?.receivedLayers[feed] == .high)
+        await subscription.close()
+        await listener.leave()
+        _ = try? await chromium.evaluate("conclavePeer.leave()")
+        await connection.close()
+
+        let (frames, switches) = observer.seen.withLock { ($0.frames, $0.switches) }
+        let lowFrom = try #require(switches.last { $0.afterFrames <= requested && $0.substream == .low }).afterFrames
+        #expect(
+            switches.filter { $0.afterFrames >= requested }.map { $0.substream } == [.high],
+            "switches: \(switches)"
+        )
+        // Janus cuts the old substream where the new one's keyframe comes, so the old one's frame
+        // in progress is given up: loss is allowed only just before a keyframe.
+        let lossy = frames.enumerated().filter { $0.element.framesLostBefore > 0 }
+        #expect(lossy.allSatisfy { $0.element.frame.isKeyframe }, "frames lost on the way: \(lossy.map(\.offset))")
+
+        // Every frame from the first keyframe on decodes; sizes change only at keyframes.
+        let decoder = try VP8Decoder()
+        var pictures: [(index: Int, width: Int, height: Int, number: Int?, keyframe: Bool)] = []
+        for (index, received) in frames.enumerated().drop(while: { !$0.element.frame.isKeyframe }) {
+            do {
+                guard let picture = try decoder.decode(received.frame) else { continue }
+                let number = PatternReader.read(picture)?.frameNumber
+                pictures.append((index, picture.width, picture.height, number, received.frame.isKeyframe))
+            } catch {
+                Issue.record("frame \(index) of \(frames.count) does not decode: \(error)")
+            }
+        }
+        let sizes = pictures.map { "\($0.width)x\($0.height)" }
+        #expect(sizes.last == "640x480", "sizes \(Set(sizes))")
+        for (before, after) in zip(pictures, pictures.dropFirst()) where before.width != after.width {
+            #expect(after.keyframe, "the size changes at frame \(after.index), not a keyframe")
+        }
+        // From the low layer's first frames until the request, nothing but the low layer; then
+        // the high layer, straight from it.
+        let asked = pictures.filter { $0.index >= lowFrom + 5 && $0.index < requested }
+        #expect(!asked.isEmpty && asked.allSatisfy { $0.width == 160 && $0.height == 120 }, "low layer: \(asked.count)")
+        let firstHigh = pictures.firstIndex { $0.index >= requested && $0.width == Self.width }
+        #expect(firstHigh.map { pictures[$0 - 1].width } == 160, "the high layer follows the low one directly")
+        // The pattern's numbers go on across the switch: the layers are encodings of the same
+        // pictures. Chromium skips a picture now and then on a busy machine (see BrowserInteropTests).
+        let numbers = pictures.compactMap(\.number)
+        #expect(numbers.count * 10 >= pictures.count * 9, "\(numbers.count) of \(pictures.count) numbers read")
+        let steps = zip(numbers, numbers.dropFirst()).map { ($1 - $0 + Self.loopFrames) % Self.loopFrames }
+        #expect(steps.allSatisfy { $0 <= 10 }, "the numbers go forward: \(numbers)")
+        let repeated = steps.filter { $0 == 0 }.count
+        let skipped = steps.reduce(0) { $0 + max(0, $1 - 1) }
+        #expect((repeated + skipped) * 10 <= pictures.count, "\(repeated) repeated, \(skipped) skipped: \(numbers)")
+        // Across the switch asked for, the next picture: the layers encode the same pictures.
+        if let firstHigh, firstHigh > 0, let low = pictures[firstHigh - 1].number, let high = pictures[firstHigh].number
+        {
+            #expect((high - low + Self.loopFrames) % Self.loopFrames == 1, "number \(low) → \(high) at the switch")
+        }
+        if let firstHigh, firstHigh > 0, let low = pictures[firstHigh - 1].number, let high = pictures[firstHigh].number
+        {
+            print("simulcast low → high: number \(low) → \(high) at received frame \(pictures[firstHigh].index)")
+        }
+        print(
+            "simulcast: \(frames.count) frames received, \(pictures.count) decoded, sizes "
+                + "\(sizes.reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } })"
+        )
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// `auto` under a rate limit in Janus's namespace: the subscriber sees loss on the highest
+    /// layer, steps down within 5 s, and probes its way back up once the limit is gone.
+    ///
+    /// The limit is 800 kbit/s, or 60 % of what the highest layer was measured to need when that
+    /// is less: the test pattern is easy to compress, and its highest layer may need less than
+    /// 800 kbit/s, which would then limit nothing.
+    @Test func autoStepsDownUnderARateLimitAndGoesBackUpWhenItIsLifted() async throws {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = .info
+        let directory = try TestPaths.temporaryDirectory("conclave-simulcast")
+        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
+        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
+        defer { chromium.stop() }
+
+        let observer = SimulcastObserver()
+        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
+        let subscription = RoomSubscription(
+            session: try await connection.createSession(),
+            configuration: .init(
+                room: room,
+                ownFeedID: listener.joined.id,
+                crypto: nil,
+                transport: transport,
+                layers: LayerSelection(standard: .auto)
+            ),
+            initialPublishers: listener.joined.publishers,
+            roomEvents: listener.roomEvents,
+            observers: [observer],
+            logger: logger
+        )
+        defer { _ = try? bed.runInNamespace(["nft", "delete", "table", "inet", "conclave_cap"]) }
+        try await observer.wait(for: .seconds(20), "60 frames of the high layer") { seen in
+            seen.switches.last?.substream == .high && seen.frames.count >= (seen.switches.last?.afterFrames ?? 0) + 60
+        }
+        let subscriber = try #require(subscription.subscriber)
+        let mid = try #require(subscriber.streams.first { $0.type == "video" }?.mid)
+        // What the highest layer needs, over about three seconds of its frames.
+        let startBytes = await subscriber.statistics[mid]?.bytes ?? 0
+        let startFrames = observer.seen.withLock { $0.frames.count }
+        let started = ContinuousClock.now
+        try await observer.wait(for: .seconds(10), "90 more frames") { $0.frames.count >= startFrames + 90 }
+        let elapsed = ContinuousClock.now - started
+        let bytes = (await subscriber.statistics[mid]?.bytes ?? 0) - startBytes
+        let highRate =
+            Double(bytes * 8) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        let cap = min(800_000, Int(highRate * 0.6))
+        #expect(observer.seen.withLock { $0.switches.last?.substream } == .high, "auto stays high on a clean path")
+
+        let switchesBefore = observer.seen.withLock { $0.switches.count }
+        let rules = """
+            table inet conclave_cap {
+              chain output { type filter hook output priority 0; policy accept; meta l4proto udp limit rate over \(cap / 8) bytes/second burst \(cap / 32) bytes drop; }
+            }
+            """
+        let file = directory.appendingPathComponent("cap.nft")
+        try rules.write(to: file, atomically: true, encoding: .utf8)
+        _ = try bed.runInNamespace(["nft", "-f", file.path])
+        let capped = ContinuousClock.now
+        try await observer.wait(for: .seconds(15), "a lower layer under the limit") { seen in
+            seen.switches.dropFirst(switchesBefore).contains { $0.substream < .high }
+        }
+        let down = ContinuousClock.now - capped
+        #expect(down <= .seconds(5), "auto stepped down after \(down)")
+
+        _ = try bed.runInNamespace(["nft", "delete", "table", "inet", "conclave_cap"])
+        let switchesCapped = observer.seen.withLock { $0.switches.count }
+        let lifted = ContinuousClock.now
+        try await observer.wait(for: .seconds(60), "the high layer again") { seen in
+            seen.switches.count > switchesCapped && seen.switches.last?.substream == .high
+        }
+        let up = ContinuousClock.now - lifted
+        let switches = observer.seen.withLock { $0.switches.map { $0.substream } }
+        print(
+            "simulcast auto: high layer \(Int(highRate / 1000)) kbit/s, cap \(cap / 1000) kbit/s, down after \(down),"
+                + " up again \(up) after the cap was lifted; switches \(switches)"
+        )
+        await subscription.close()
+        await listener.leave()
+        _ = try? await chromium.evaluate("conclavePeer.leave()")
+        await connection.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Chromium publishing the pattern as three VP8 simulcast layers in `room`, all sending.
+    private func simulcastPublisher(_ bed: JanusTestBed, room: UInt64, directory: URL) async throws -> TestChromium {
+        // Chromium sends as many simulcast layers as its table allows for the picture size (two
+        // at 640x480); the field trial lifts that table, so three layers come from a picture
+        // small enough for a loaded machine to encode: 640x480, 320x240 and 160x120.
+        let chromium = try TestChromium(
+            janusAddress: bed.janusAddress,
+            media: .init(videoFile: try writePattern(in: directory)),
+            extraArguments: ["--force-fieldtrials=WebRTC-LegacySimulcastLayerLimit/Disabled/"]
+        )
+        do {
+            try await chromium.open(parameters: [
+                "server": bed.webSocketURL, "room": "\(room)", "display": "chromium:Chromium", "codec": "vp8",
+                "audio": "no", "width": "\(Self.width)", "height": "\(Self.height)", "simulcast": "1",
+            ])
+            let layers = try await chromium.evaluate(
+                "conclavePeer.waitFor(s => s.published && Object.values(s.outbound).filter(c => c.kind == 'video'"
+                    + " && c.framesEncoded >= 30).length == 3, 30000).then(s => s.outbound)",
+                as: [String: Layer].self,
+                timeout: .seconds(35)
+            )
+            #expect(layers.count == 3, "Chromium sends three layers: \(layers)")
+            return chromium
+        } catch {
+            chromium.stop()
+            throw error
+        }
+    }
+
+    /// One outbound layer, as the page's stats report it.
+    struct Layer: Decodable {
+        var frameWidth: Int
+        var frameHeight: Int
+        var framesEncoded: Int
+    }
+
+    /// Chromium's camera: Conclave's numbered test pattern, looped.
+    private func writePattern(in directory: URL) throws -> String {
+        let video = directory.appendingPathComponent("pattern.y4m")
+        let layout = try PatternLayout(width: Self.width, height: Self.height)
+        var bytes = Data("YUV4MPEG2 W\(Self.width) H\(Self.height) F30:1 Ip A1:1 C420jpeg\n".utf8)
+        for index in 0..<Self.loopFrames {
+            bytes.append(Data("FRAME\n".utf8))
+            bytes.append(
+                contentsOf: try PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0)
+                    .data
+            )
+        }
+        try bytes.write(to: video)
+        return video.path
+    }
+}
