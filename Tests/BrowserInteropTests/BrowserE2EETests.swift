@@ -16,6 +16,10 @@ import Testing
 /// recorded or decoded from them, and the page's transform keeps running (it decrypts once the
 /// right key arrives). The call key reaches the page through `conclave.setCallKey` over DevTools
 /// and Conclave through a key file or an invitation: never a URL or an argument.
+///
+/// Chromium runs through `TestChromium`, which keeps it off the network: `--host-resolver-rules`
+/// leave it nothing but localhost and the test bed's Janus, and the page's peer connections
+/// have no STUN server.
 @Suite(.serialized) struct BrowserE2EETests {
     let plain = BrowserInteropTests()
 

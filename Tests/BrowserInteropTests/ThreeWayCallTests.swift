@@ -12,6 +12,10 @@ import Testing
 /// point is that three WebRTC stacks with their own RTCP, header extensions and pacing meet in one
 /// room. Everything is waited for by deadline: the page's promise, Conclave's status lines, the
 /// aiortc subscriber's report and the recorder's exit; the call lasts about 20 seconds.
+///
+/// Chromium runs through `TestChromium`, which keeps it off the network: `--host-resolver-rules`
+/// leave it nothing but localhost and the test bed's Janus, and the page's peer connections
+/// have no STUN server.
 @Suite(.serialized) struct ThreeWayCallTests {
     static let script = TestPaths.packageRoot.appendingPathComponent("Tests/Interop/aiortc_janus.py").path
     /// The displays of the three publishers, as `USERID:NAME`.

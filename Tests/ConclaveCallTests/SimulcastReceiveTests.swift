@@ -71,6 +71,10 @@ final class SimulcastObserver: CallMediaObserver {
 /// Chromium publishes VP8 simulcast (three layers of Conclave's numbered test pattern); Conclave's
 /// subscriber starts on the lowest layer and switches to the highest through Janus's `configure`.
 /// Every received frame is decoded with the project's VP8 decoder afterwards.
+///
+/// Chromium runs through `TestChromium`, which keeps it off the network: `--host-resolver-rules`
+/// leave it nothing but localhost and the test bed's Janus, and the page's peer connections
+/// have no STUN server.
 @Suite(.serialized) struct SimulcastReceiveTests {
     static let width = 640
     static let height = 480
