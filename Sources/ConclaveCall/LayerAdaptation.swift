@@ -11,7 +11,9 @@ import JanusProtocol
 /// the sign of a bottleneck (a rate limit drops the excess), so:
 ///
 /// - sustained loss (``Policy/lossToStepDown`` in ``Policy/samplesToStepDown`` samples in a row)
-///   steps one layer down at once;
+///   steps one layer down at once, and so does one sample with heavy loss
+///   (``Policy/heavyLoss``): a rate limit well below the layer's rate drops a third or more of
+///   its packets, and waiting a second more for a second sample only prolongs a broken picture;
 /// - after ``Policy/quietSamplesToProbe`` samples without loss at a layer below the highest, it
 ///   probes one layer up; a probe that meets loss within ``Policy/probeSamples`` goes back down
 ///   and doubles the quiet time before the next probe (up to ``Policy/maximumQuietSamples``),
@@ -24,6 +26,8 @@ public struct LayerAdaptation: Sendable, Hashable {
         public var lossToStepDown: Double = 0.04
         /// Consecutive lossy samples that step down.
         public var samplesToStepDown: Int = 2
+        /// Loss in one sample that steps down without waiting for the next.
+        public var heavyLoss: Double = 0.2
         /// Loss below this is quiet.
         public var quietLoss: Double = 0.005
         /// Quiet samples before the first probe up.
@@ -99,7 +103,7 @@ public struct LayerAdaptation: Sendable, Hashable {
             if probeLeft == nil { quietSamplesNeeded = policy.quietSamplesToProbe }
             return nil
         }
-        if lossySamples >= policy.samplesToStepDown, let lower = target.lower {
+        if lossySamples >= policy.samplesToStepDown || loss >= policy.heavyLoss, let lower = target.lower {
             lossySamples = 0
             quietSamples = 0
             target = lower

@@ -25,6 +25,19 @@ import Testing
         #expect(run(&adaptation, Array(repeating: Self.lossy, count: 4)) == Array(repeating: .low, count: 4))
     }
 
+    @Test func heavyLossStepsDownAtTheFirstSample() {
+        // A rate limit well below the layer's rate drops a third of its packets or more.
+        var adaptation = LayerAdaptation()
+        let capped = LayerAdaptation.Sample(received: 60, lost: 40)
+        #expect(adaptation.observe(capped) == .medium)
+        #expect(adaptation.observe(capped) == .low)
+        #expect(adaptation.observe(capped) == nil, "nothing below the lowest")
+        // Just under the heavy mark still waits for a second sample.
+        var moderate = LayerAdaptation()
+        #expect(moderate.observe(LayerAdaptation.Sample(received: 81, lost: 19)) == nil)
+        #expect(moderate.observe(LayerAdaptation.Sample(received: 81, lost: 19)) == .medium)
+    }
+
     @Test func isolatedLossDoesNotMove() {
         var adaptation = LayerAdaptation()
         let samples = (0..<20).map { $0 % 2 == 0 ? Self.lossy : Self.clean }
