@@ -136,8 +136,11 @@ final class SimulcastObserver: CallMediaObserver {
             "switches: \(switches)"
         )
         // Janus cuts the old substream where the new one's keyframe comes, so the old one's frame
-        // in progress is given up: loss is allowed only just before a keyframe.
-        let lossy = frames.enumerated().filter { $0.element.framesLostBefore > 0 }
+        // in progress is given up: from the low layer on (the forced switch this test is about),
+        // loss is allowed only just before a keyframe. Janus's own first steps down (high, medium,
+        // low, as each layer's keyframe comes) may cut a frame anywhere; those frames still have
+        // to decode below.
+        let lossy = frames.enumerated().filter { $0.offset >= lowFrom && $0.element.framesLostBefore > 0 }
         #expect(lossy.allSatisfy { $0.element.frame.isKeyframe }, "frames lost on the way: \(lossy.map(\.offset))")
 
         // Every frame from the first keyframe on decodes; sizes change only at keyframes.
