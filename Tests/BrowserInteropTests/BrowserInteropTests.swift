@@ -208,15 +208,11 @@ import Testing
     func writeMedia(in directory: URL) throws -> TestChromium.Media {
         let video = directory.appendingPathComponent("pattern.y4m")
         let layout = try PatternLayout(width: Self.width, height: Self.height)
-        var bytes = Data("YUV4MPEG2 W\(Self.width) H\(Self.height) F30:1 Ip A1:1 C420jpeg\n".utf8)
+        let pictures = try Y4MWriter(path: video.path, width: Self.width, height: Self.height, frameRate: 30)
         for index in 0..<Self.loopFrames {
-            bytes.append(Data("FRAME\n".utf8))
-            bytes.append(
-                contentsOf: try PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0)
-                    .data
-            )
+            try pictures.write(PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0))
         }
-        try bytes.write(to: video)
+        try pictures.close()
         let audio = directory.appendingPathComponent("tone.wav")
         let tone = try ToneSource(frameLimit: 500)
         let writer = try WAVWriter(path: audio.path, channels: tone.channels)

@@ -318,15 +318,11 @@ final class SimulcastObserver: CallMediaObserver {
     private func writePattern(in directory: URL) throws -> String {
         let video = directory.appendingPathComponent("pattern.y4m")
         let layout = try PatternLayout(width: Self.width, height: Self.height)
-        var bytes = Data("YUV4MPEG2 W\(Self.width) H\(Self.height) F30:1 Ip A1:1 C420jpeg\n".utf8)
+        let writer = try Y4MWriter(path: video.path, width: Self.width, height: Self.height, frameRate: 30)
         for index in 0..<Self.loopFrames {
-            bytes.append(Data("FRAME\n".utf8))
-            bytes.append(
-                contentsOf: try PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0)
-                    .data
-            )
+            try writer.write(PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0))
         }
-        try bytes.write(to: video)
+        try writer.close()
         return video.path
     }
 }
