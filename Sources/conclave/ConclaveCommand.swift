@@ -33,6 +33,7 @@ struct ConclaveCommand: AsyncParsableCommand {
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+        var status: Int32 = 0
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -41,8 +42,27 @@ struct ConclaveCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
-            exit(withError: error)
+            status = exitCode(for: error).rawValue
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                let handle = status == 0 ? FileHandle.standardOutput : FileHandle.standardError
+                handle.write(Data((message + "\n").utf8))
+            }
         }
+        leave(status: status)
+    }
+
+    /// Ends the process without running `atexit` handlers and library destructors.
+    ///
+    /// Everything a command writes is on disk by the time it returns (recordings and key files are
+    /// synced and renamed before their events are reported); what may still run are unowned tasks
+    /// and C library threads finishing their own teardown (a status message on its way to the
+    /// broker, a connection's last DTLS alert). `exit` would tear OpenSSL's and GnuTLS's globals
+    /// down under them, and `recorder serve` was seen to crash that way after a clean drain. Only
+    /// standard I/O buffers need flushing, and that is done here.
+    private static func leave(status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
     }
 }
 
