@@ -267,8 +267,32 @@ public actor CallSession {
                     endToEndEncrypted: configuration.crypto != nil,
                     transport: configuration.transport
                 ),
+                waitingForMedia: false,
                 logger: logger
             )
+            // Subscribing starts while the publisher's ICE and DTLS connect: the first frames of
+            // the others arrive about one handshake sooner than if the two ran one after the other.
+            let subscription = RoomSubscription(
+                session: session,
+                configuration: RoomSubscription.Configuration(
+                    room: configuration.room,
+                    ownFeedID: publisher.feedID,
+                    crypto: configuration.crypto,
+                    transport: configuration.transport,
+                    layers: configuration.layers
+                ),
+                initialPublishers: publisher.initialPublishers,
+                roomEvents: publisher.roomEvents,
+                observers: observers,
+                logger: logger
+            )
+            do {
+                try await publisher.connected(within: .seconds(10))
+            } catch {
+                await subscription.close()
+                await publisher.close()
+                throw error
+            }
             generation += 1
             let generation = self.generation
             var senders: [MediaSender] = []
@@ -325,20 +349,6 @@ public actor CallSession {
                     await self?.sessionEvent(event, generation: generation)
                 }
             }
-            let subscription = RoomSubscription(
-                session: session,
-                configuration: RoomSubscription.Configuration(
-                    room: configuration.room,
-                    ownFeedID: publisher.feedID,
-                    crypto: configuration.crypto,
-                    transport: configuration.transport,
-                    layers: configuration.layers
-                ),
-                initialPublishers: publisher.initialPublishers,
-                roomEvents: publisher.roomEvents,
-                observers: observers,
-                logger: logger
-            )
             // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
             // PeerConnections, and publishes and subscribes again on a new session if that does not
             // bring media back. Woken by the transports' state changes, not by a timer; a failure

@@ -82,11 +82,17 @@ public final class Publisher: Sendable {
     /// Packetizing, numbering, NACK answers and sender reports.
     private let rtp: RTPSendSession
     private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let senderReportsStarted = Mutex(false)
 
     /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected).
+    ///
+    /// With `waitingForMedia` false it returns as soon as Janus's answer is applied and ICE and
+    /// DTLS have started, so that the caller can subscribe to the room while they connect (a call
+    /// joins about one handshake sooner); ``connected(within:)`` then waits for media to flow.
     public static func publish(
         on session: JanusSession,
         configuration: Configuration,
+        waitingForMedia: Bool = true,
         logger: Logger = Logger(label: "conclave.publisher")
     ) async throws -> Publisher {
         let handle = try await VideoRoomHandle.attach(to: session)
@@ -98,6 +104,7 @@ public final class Publisher: Sendable {
                 joined: joined,
                 transport: transport,
                 configuration: configuration,
+                waitingForMedia: waitingForMedia,
                 logger: logger
             )
         } catch {
@@ -112,6 +119,7 @@ public final class Publisher: Sendable {
         joined: VideoRoom.Joined,
         transport: MediaTransport,
         configuration: Configuration,
+        waitingForMedia: Bool,
         logger: Logger
     ) async throws {
         self.handle = handle
@@ -170,13 +178,25 @@ public final class Publisher: Sendable {
             remote: result.remote,
             role: DTLSRole(offeredActpassAndRemoteAnswered: result.remote.setup.rawValue)
         )
-        try await transport.waitUntilConnected(within: .seconds(10))
+        if waitingForMedia { try await connected(within: .seconds(10)) }
+    }
+
+    /// Waits until media can flow (ICE and DTLS-SRTP connected), then starts the sender reports.
+    /// Called by ``publish(on:configuration:waitingForMedia:logger:)`` unless told not to; once
+    /// is enough, and a failure leaves the publisher to be closed by its owner.
+    public func connected(within limit: Duration) async throws {
+        try await transport.waitUntilConnected(within: limit)
+        let first = senderReportsStarted.withLock { started in
+            defer { started = true }
+            return !started
+        }
+        guard first else { return }
         rtp.startSenderReports()
         logger.debug(
             "publishing",
             metadata: [
-                "audio": "\(configuration.audio.map(\.rawValue) ?? "none")",
-                "video": "\(configuration.video.map(\.rawValue) ?? "none")",
+                "audio": "\(offerParts.audio.map(\.codec.rawValue) ?? "none")",
+                "video": "\(offerParts.video.map(\.codec.rawValue) ?? "none")",
             ]
         )
     }
