@@ -81,34 +81,12 @@ final class SimulcastObserver: CallMediaObserver {
     static let loopFrames = 150
 
     @Test func switchesFromTheLowToTheHighLayerAtAKeyframe() async throws {
-        let bed = try TestJanus.shared()
-        var logger = Logger(label: "test")
-        logger.logLevel = .warning
-        let directory = try TestPaths.temporaryDirectory("conclave-simulcast")
-        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
-        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
-        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
-        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
-
-        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
-        defer { chromium.stop() }
-
-        let observer = SimulcastObserver()
-        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(
-                room: room,
-                ownFeedID: listener.joined.id,
-                crypto: nil,
-                transport: transport,
-                layers: LayerSelection(standard: .fixed(.high), perParticipant: ["chromium": .fixed(.low)])
-            ),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
-            logger: logger
+        let call = try await startCall(
+            layers: LayerSelection(standard: .fixed(.high), perParticipant: ["chromium": .fixed(.low)]),
+            logLevel: .warning
         )
+        defer { call.chromium.stop() }
+        let (observer, subscription, directory) = (call.observer, call.subscription, call.directory)
         try await observer.wait(for: .seconds(20), "60 frames of the low layer") { seen in
             // Janus forwards the first substream that sends a keyframe and then steps towards
             // the one asked for, a keyframe at a time.
@@ -124,10 +102,7 @@ final class SimulcastObserver: CallMediaObserver {
             return seen.frames.count >= high.afterFrames + 60
         }
         #expect(subscription.subscriber?.receivedLayers[feed] == .high)
-        await subscription.close()
-        await listener.leave()
-        _ = try? await chromium.evaluate("conclavePeer.leave()")
-        await connection.close()
+        await call.close()
 
         let (frames, switches) = observer.seen.withLock { ($0.frames, $0.switches) }
         let lowFrom = try #require(switches.last { $0.afterFrames <= requested && $0.substream == .low }).afterFrames
@@ -206,33 +181,9 @@ final class SimulcastObserver: CallMediaObserver {
     /// is less: the test pattern is easy to compress, and its highest layer may need less than
     /// 800 kbit/s, which would then limit nothing.
     @Test func autoStepsDownUnderARateLimitAndGoesBackUpWhenItIsLifted() async throws {
-        let bed = try TestJanus.shared()
-        var logger = Logger(label: "test")
-        logger.logLevel = .info
-        let directory = try TestPaths.temporaryDirectory("conclave-simulcast")
-        let transport = MediaTransport.Configuration(localAddresses: [bed.hostAddress])
-        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
-        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
-        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
-        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
-        defer { chromium.stop() }
-
-        let observer = SimulcastObserver()
-        let listener = try await RoomListener.join(on: try await connection.createSession(), room: room, display: nil)
-        let subscription = RoomSubscription(
-            session: try await connection.createSession(),
-            configuration: .init(
-                room: room,
-                ownFeedID: listener.joined.id,
-                crypto: nil,
-                transport: transport,
-                layers: LayerSelection(standard: .auto)
-            ),
-            initialPublishers: listener.joined.publishers,
-            roomEvents: listener.roomEvents,
-            observers: [observer],
-            logger: logger
-        )
+        let call = try await startCall(layers: LayerSelection(standard: .auto), logLevel: .info)
+        defer { call.chromium.stop() }
+        let (bed, observer, subscription, directory) = (call.bed, call.observer, call.subscription, call.directory)
         defer { _ = try? bed.runInNamespace(["nft", "delete", "table", "inet", "conclave_cap"]) }
         try await observer.wait(for: .seconds(20), "60 frames of the high layer") { seen in
             seen.switches.last?.substream == .high && seen.frames.count >= (seen.switches.last?.afterFrames ?? 0) + 60
@@ -279,11 +230,74 @@ final class SimulcastObserver: CallMediaObserver {
             "simulcast auto: high layer \(Int(highRate / 1000)) kbit/s, cap \(cap / 1000) kbit/s, down after \(down),"
                 + " up again \(up) after the cap was lifted; switches \(switches)"
         )
-        await subscription.close()
-        await listener.leave()
-        _ = try? await chromium.evaluate("conclavePeer.leave()")
-        await connection.close()
+        await call.close()
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Chromium publishing simulcast in a room of its own, and Conclave's subscription to it.
+    struct SimulcastCall {
+        let bed: JanusTestBed
+        let directory: URL
+        let connection: JanusConnection
+        let chromium: TestChromium
+        let observer: SimulcastObserver
+        let listener: RoomListener
+        let subscription: RoomSubscription
+
+        /// Leaves the room on every side; the caller still stops Chromium.
+        func close() async {
+            await subscription.close()
+            await listener.leave()
+            _ = try? await chromium.evaluate("conclavePeer.leave()")
+            await connection.close()
+        }
+    }
+
+    /// A fresh VP8 room on the shared test Janus, Chromium publishing three layers in it, and a
+    /// subscription (choosing `layers`) reporting to a `SimulcastObserver`.
+    private func startCall(layers: LayerSelection, logLevel: Logger.Level) async throws -> SimulcastCall {
+        let bed = try TestJanus.shared()
+        var logger = Logger(label: "test")
+        logger.logLevel = logLevel
+        let directory = try TestPaths.temporaryDirectory("conclave-simulcast")
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
+        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
+        do {
+            let observer = SimulcastObserver()
+            let listener = try await RoomListener.join(
+                on: try await connection.createSession(),
+                room: room,
+                display: nil
+            )
+            let subscription = RoomSubscription(
+                session: try await connection.createSession(),
+                configuration: .init(
+                    room: room,
+                    ownFeedID: listener.joined.id,
+                    crypto: nil,
+                    transport: MediaTransport.Configuration(localAddresses: [bed.hostAddress]),
+                    layers: layers
+                ),
+                initialPublishers: listener.joined.publishers,
+                roomEvents: listener.roomEvents,
+                observers: [observer],
+                logger: logger
+            )
+            return SimulcastCall(
+                bed: bed,
+                directory: directory,
+                connection: connection,
+                chromium: chromium,
+                observer: observer,
+                listener: listener,
+                subscription: subscription
+            )
+        } catch {
+            chromium.stop()
+            throw error
+        }
     }
 
     /// Chromium publishing the pattern as three VP8 simulcast layers in `room`, all sending.
