@@ -41,6 +41,9 @@ public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
         public var bytes: Int64
         public var framesUndecryptable: Int
         public var tracks: [Track]
+        /// The simulcast layer received of the participant's video (`low`, `medium`, `high`), nil
+        /// when the participant does not send simulcast.
+        public var layer: String? = nil
     }
 
     public var elapsedMs: Int
@@ -61,7 +64,14 @@ public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
     public static let lowDiskBytes: Int64 = 512 << 20
 
     /// Builds the status from a manifest snapshot of the recording in `directory`.
-    public init(manifest: RecordingManifest, directory: String, elapsed: Duration, state: String = "recording") {
+    /// `layers`: the simulcast layer received of each feed (the subscriber's `receivedLayers`).
+    public init(
+        manifest: RecordingManifest,
+        directory: String,
+        elapsed: Duration,
+        state: String = "recording",
+        layers: [UInt64: String] = [:]
+    ) {
         elapsedMs = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
         callId = manifest.callID
         room = manifest.room.map(String.init) ?? "-"
@@ -102,7 +112,9 @@ public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
                         seconds: max(0, (track.lastTimestamp ?? 0) - (track.firstTimestamp ?? 0)),
                         error: track.error
                     )
-                }
+                },
+                layer: (current.map { [$0.feedID] } ?? participant.feedIDs.reversed()).lazy.compactMap { layers[$0] }
+                    .first
             )
         }
         notRecorded = manifest.notRecorded.map { "\($0.display ?? $0.key): \($0.reason)" }
@@ -119,7 +131,7 @@ public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
             "recording call \(callId)  room \(room)  \(state)  " + String(format: "%.0f s", Double(elapsedMs) / 1000),
             "into \(directory)  (\(free))",
             "",
-            pad("PARTICIPANT", 22) + pad("TRACK", 12) + pad("WRITTEN", 16) + pad("LOST", 6) + pad("BAD", 6)
+            pad("PARTICIPANT", 22) + pad("TRACK", 17) + pad("WRITTEN", 16) + pad("LOST", 6) + pad("BAD", 6)
                 + pad("SECONDS", 9) + "SIZE",
         ]
         for participant in participants {
@@ -129,7 +141,12 @@ public struct RecordingStatus: StatusReport, Sendable, Codable, Hashable {
             }
             for (index, track) in participant.tracks.enumerated() {
                 lines.append(
-                    pad(index == 0 ? name : "", 22) + pad("\(track.kind) \(track.codec)", 12)
+                    pad(index == 0 ? name : "", 22)
+                        + pad(
+                            "\(track.kind) \(track.codec)"
+                                + (track.kind == "video" ? participant.layer.map { " \($0)" } ?? "" : ""),
+                            17
+                        )
                         + pad("\(track.framesWritten)/\(track.framesReceived)", 16) + pad("\(track.framesLost)", 6)
                         + pad("\(track.framesUndecryptable)", 6) + pad(String(format: "%.1f", track.seconds), 9)
                         + (index == 0 ? Self.megabytes(participant.bytes) : "")

@@ -257,10 +257,12 @@ struct RecordCommand: AsyncParsableCommand {
                 try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { return }
                 guard let manifest = recording.snapshot() else { continue }
+                let layers = (subscription.subscriber?.receivedLayers ?? [:]).mapValues(\.description)
                 let status = RecordingStatus(
                     manifest: manifest,
                     directory: directory,
-                    elapsed: ContinuousClock.now - origin
+                    elapsed: ContinuousClock.now - origin,
+                    layers: layers
                 )
                 let figures = compositeForStatus.map { CompositeFigures($0.composite.figures) }
                 if let brokerKeys = keysForStatus {
@@ -274,6 +276,7 @@ struct RecordCommand: AsyncParsableCommand {
         let reason = await signals.wait(timeout: duration.map { Duration.milliseconds(Int64($0 * 1000)) })
         printer.cancel()
         logger.notice("stopping", metadata: ["reason": "\(Self.describe(reason))"])
+        let finalLayers = (subscription.subscriber?.receivedLayers ?? [:]).mapValues(\.description)
         await subscription.close()
         let compositeReport = await liveComposite?.finish()
         // Every epoch stays in the key store: `recordings repair` may need any of them.
@@ -286,7 +289,8 @@ struct RecordCommand: AsyncParsableCommand {
             manifest: manifest,
             directory: directory,
             elapsed: ContinuousClock.now - origin,
-            state: "finished"
+            state: "finished",
+            layers: finalLayers
         )
         let figures = compositeReport.map(CompositeFigures.init(report:))
         if let brokerKeys {

@@ -234,6 +234,59 @@ final class SimulcastObserver: CallMediaObserver {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// `conclave record` of a simulcast publisher asks for the highest layer and says so in its
+    /// status; every frame written decodes, and the recording ends on the highest layer's size
+    /// (Janus starts with whichever layer sends a keyframe first and steps up a keyframe at a time).
+    @Test func theRecorderRecordsTheHighestLayerAndShowsItInItsStatus() async throws {
+        let bed = try TestJanus.shared()
+        let directory = try TestPaths.temporaryDirectory("conclave-simulcast-record")
+        let connection = try await JanusConnection.connect(to: bed.webSocketURL)
+        let admin = try await VideoRoomHandle.attach(to: try await connection.createSession())
+        let room = try await admin.createRoom(.init(room: TestJanus.uniqueRoomID(), videoCodecs: ["vp8"]))
+        let chromium = try await simulcastPublisher(bed, room: room, directory: directory)
+        defer { chromium.stop() }
+        let recording = directory.appendingPathComponent("recording")
+        let recorded = try runProcess(
+            try TestPaths.conclave(),
+            [
+                "record", "--room", "\(room)", "--call-id", "1", "--crypto", "none", "--janus", bed.webSocketURL,
+                "--ice-address", bed.hostAddress, "--out", recording.path, "--duration", "6", "--status", "json",
+                "--data-dir", directory.appendingPathComponent("data").path,
+            ],
+            timeout: .seconds(60)
+        )
+        _ = try? await chromium.evaluate("conclavePeer.leave()")
+        await connection.close()
+        #expect(recorded.succeeded, "conclave record: \(recorded.errorOutput)")
+        let final = recorded.output.split(separator: "\n").last { $0.contains(#""state":"finished""#) } ?? ""
+        #expect(final.contains(#""layer":"high""#), "the final status: \(final)")
+
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: recording.appendingPathComponent("manifest.json")))
+                as? [String: Any]
+        )
+        let participant = try #require(
+            (manifest["participants"] as? [[String: Any]])?.first { $0["userID"] as? String == "chromium" },
+            "\(manifest)"
+        )
+        let files = ((participant["segments"] as? [[String: Any]]) ?? []).compactMap { $0["file"] as? String }
+        let last = try #require(files.last, "no segment: \(participant)")
+        for file in files {
+            let path = recording.appendingPathComponent(file).path
+            #expect(try FFmpeg.decodeErrors(path).isEmpty, "\(file) does not decode cleanly")
+        }
+        let sizes = try runProcess(
+            "ffprobe",
+            [
+                "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=width,height", "-of", "csv=p=0",
+                recording.appendingPathComponent(last).path,
+            ]
+        )
+        let lastSize = sizes.output.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(lastSize == "\(Self.width),\(Self.height)", "the last picture: \(lastSize) (segments \(files))")
+        try? FileManager.default.removeItem(at: directory)
+    }
+
     /// Chromium publishing simulcast in a room of its own, and Conclave's subscription to it.
     struct SimulcastCall {
         let bed: JanusTestBed

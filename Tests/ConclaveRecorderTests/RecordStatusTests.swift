@@ -96,7 +96,7 @@ struct RecordStatusTests {
     }
 
     @Test("The status table names each participant's tracks, the problems and a low disk")
-    func terminalTable() {
+    func terminalTable() throws {
         var manifest = RecordingManifest(
             callID: "9",
             room: 5,
@@ -151,9 +151,17 @@ struct RecordStatusTests {
                 ]
             )
         )
-        let status = RecordingStatus(manifest: manifest, directory: "/nonexistent", elapsed: .seconds(3))
+        let status = RecordingStatus(
+            manifest: manifest,
+            directory: "/nonexistent",
+            elapsed: .seconds(3),
+            layers: [2: "medium", 9: "low"]
+        )
         let text = status.terminalText()
-        #expect(text.contains("bob:Bob") && text.contains("video vp8") && text.contains("60/61"), "\(text)")
+        #expect(text.contains("bob:Bob") && text.contains("video vp8 medium") && text.contains("60/61"), "\(text)")
+        // The layer of the feed being recorded, in the JSON status too.
+        #expect(status.participants.map(\.layer) == ["medium"])
+        #expect(String(decoding: try JSONEncoder().encode(status), as: UTF8.self).contains(#""layer":"medium""#))
         #expect(text.contains("PROBLEM: bob video: disk full"), "\(text)")
         #expect(text.contains("not recorded: Mallory: no frame decrypted"), "\(text)")
         #expect(status.diskFreeBytes == nil && text.contains("disk free unknown"))
