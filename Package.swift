@@ -403,7 +403,7 @@ let package = Package(
                 "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
                 "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
                 "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder", "RabbitMQTestBed", "STOMPClient",
-                .product(name: "Logging", package: "swift-log"),
+                "ConclaveWindow", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

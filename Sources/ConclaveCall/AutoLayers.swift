@@ -13,6 +13,8 @@ struct AutoLayers {
     let subscriber: Subscriber
     /// The layer asked for each feed (nil: no longer subscribed).
     let layer: @Sendable (UInt64) -> VideoLayer?
+    /// How each feed's video is shown (the call window), nil without a window or a tile.
+    let shown: (@Sendable (UInt64) -> ShownVideo?)?
     let logger: Logger
     var period: Duration = .seconds(1)
 
@@ -20,6 +22,7 @@ struct AutoLayers {
     func run() async {
         var machines: [UInt64: LayerAdaptation] = [:]
         var previous: [String: ReceiveStatistics] = [:]
+        var heights = HighestHeights()
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: period)
@@ -43,15 +46,20 @@ struct AutoLayers {
                     received: Int(clamping: now.packets - before.packets),
                     lost: Int(clamping: now.lost &- before.lost)
                 )
+                var ceiling = VideoRoom.Substream.high
+                if let received = simulcasting[feed], let shown = shown?(feed) {
+                    let highest = heights.note(feed: feed, pictureHeight: shown.pictureHeight, received: received)
+                    ceiling = LayerAdaptation.ceiling(drawnHeight: shown.drawnHeight, highestHeight: highest)
+                }
                 var machine = machines[feed] ?? LayerAdaptation(initial: simulcasting[feed] ?? .high)
-                let change = machine.observe(sample)
+                let change = machine.observe(sample, ceiling: ceiling)
                 machines[feed] = machine
                 guard let change else { continue }
                 logger.info(
                     "auto layer",
                     metadata: [
                         "feed": "\(feed)", "substream": "\(change)",
-                        "loss": "\(Int(sample.lossFraction * 100))%",
+                        "loss": "\(Int(sample.lossFraction * 100))%", "ceiling": "\(ceiling)",
                     ]
                 )
                 do {
@@ -61,5 +69,26 @@ struct AutoLayers {
                 }
             }
         }
+    }
+}
+
+/// The height of each feed's highest substream, learnt from the pictures shown: taken only when
+/// two samples in a row agree on the layer received and the picture's height, since Janus reports
+/// a switch a little before or after the window shows its first picture.
+package struct HighestHeights {
+    private var last: [UInt64: (received: VideoRoom.Substream, pictureHeight: Int)] = [:]
+    private var known: [UInt64: Int] = [:]
+
+    package init() {}
+
+    /// Notes one sample; returns the height known for the feed.
+    package mutating func note(feed: UInt64, pictureHeight: Int, received: VideoRoom.Substream) -> Int? {
+        if let before = last[feed], before.received == received, before.pictureHeight == pictureHeight,
+            let height = LayerAdaptation.highestHeight(pictureHeight: pictureHeight, received: received)
+        {
+            known[feed] = height
+        }
+        last[feed] = (received, pictureHeight)
+        return known[feed]
     }
 }

@@ -48,6 +48,8 @@ public actor CallSession {
         public var keyframeInterval: Duration?
         /// The simulcast layer to receive per participant.
         public var layers: LayerSelection
+        /// How each feed's video is shown (the call window), which caps `auto`; nil without one.
+        public var shownVideo: (@Sendable (UInt64) -> ShownVideo?)? = nil
 
         public init(
             janusURL: String,
@@ -279,7 +281,8 @@ public actor CallSession {
                     ownFeedID: publisher.feedID,
                     crypto: configuration.crypto,
                     transport: configuration.transport,
-                    layers: configuration.layers
+                    layers: configuration.layers,
+                    shownVideo: configuration.shownVideo
                 ),
                 initialPublishers: publisher.initialPublishers,
                 roomEvents: publisher.roomEvents,

@@ -63,6 +63,8 @@ public struct LayerAdaptation: Sendable, Hashable {
     public let policy: Policy
     /// The substream to ask for now.
     public private(set) var target: VideoRoom.Substream
+    /// The highest substream worth receiving, from how the video is shown (``ceiling(for:)``).
+    private var ceiling: VideoRoom.Substream = .high
     private var lossySamples = 0
     private var quietSamples = 0
     private var quietSamplesNeeded: Int
@@ -77,11 +79,34 @@ public struct LayerAdaptation: Sendable, Hashable {
         quietSamplesNeeded = policy.quietSamplesToProbe
     }
 
-    /// Takes one sample; returns the new target when it changed.
-    public mutating func observe(_ sample: Sample) -> VideoRoom.Substream? {
+    /// Takes one sample, and the highest substream worth receiving for how the video is shown
+    /// (`.high` without a window); returns the new target when it changed.
+    ///
+    /// A ceiling below the target moves the target down to it at once: a smaller tile needs no
+    /// evidence. A ceiling rising above the target (a tile grown, the window made fullscreen) is a
+    /// probe up at once when the path is not losing packets, held or abandoned like any probe.
+    public mutating func observe(_ sample: Sample, ceiling: VideoRoom.Substream = .high) -> VideoRoom.Substream? {
+        let previousCeiling = self.ceiling
+        self.ceiling = ceiling
+        if target > ceiling {
+            target = ceiling
+            lossySamples = 0
+            quietSamples = 0
+            probeLeft = nil
+            return ceiling
+        }
         // No packets at all says nothing about the path (a paused or muted sender).
         guard sample.received > 0 || sample.lost > 0 else { return nil }
         let loss = sample.lossFraction
+        if ceiling > previousCeiling, target >= previousCeiling, loss < policy.lossToStepDown, probeLeft == nil,
+            let higher = target.higher
+        {
+            lossySamples = 0
+            quietSamples = 0
+            probeLeft = policy.probeSamples
+            target = higher
+            return higher
+        }
         if loss >= policy.lossToStepDown {
             lossySamples += 1
             quietSamples = 0
@@ -109,12 +134,50 @@ public struct LayerAdaptation: Sendable, Hashable {
             target = lower
             return lower
         }
-        if quietSamples >= quietSamplesNeeded, let higher = target.higher {
+        if quietSamples >= quietSamplesNeeded, let higher = target.higher, higher <= ceiling {
             quietSamples = 0
             probeLeft = policy.probeSamples
             target = higher
             return higher
         }
         return nil
+    }
+}
+
+/// How one participant's video is shown (the call window's tile): the height it is drawn at and
+/// the height of the picture received, both in pixels.
+public struct ShownVideo: Sendable, Hashable {
+    public var drawnHeight: Int
+    public var pictureHeight: Int
+
+    public init(drawnHeight: Int, pictureHeight: Int) {
+        self.drawnHeight = drawnHeight
+        self.pictureHeight = pictureHeight
+    }
+}
+
+extension LayerAdaptation {
+    /// The lowest substream whose pictures are at least (nearly) as tall as they are drawn, given
+    /// the height of the highest one; `.high` when the highest is not known.
+    ///
+    /// Each substream is taken to be half the height of the one above: the scaling browsers
+    /// (libwebrtc: 1/4, 1/2, 1) and Conclave use, and what Janus rooms see from them. A picture
+    /// drawn down to 90 % of its height is still taken as sharp enough.
+    public static func ceiling(drawnHeight: Int, highestHeight: Int?) -> VideoRoom.Substream {
+        guard let highestHeight, highestHeight > 0, drawnHeight > 0 else { return .high }
+        for substream in VideoRoom.Substream.allCases.sorted() {
+            let steps = VideoRoom.Substream.high.rawValue - substream.rawValue
+            let height = highestHeight >> steps
+            if Double(height) >= 0.9 * Double(drawnHeight) { return substream }
+        }
+        return .high
+    }
+
+    /// The height of the highest substream, from a picture of `pictureHeight` received on
+    /// `substream`; nil when it would not fit an `Int`.
+    public static func highestHeight(pictureHeight: Int, received substream: VideoRoom.Substream) -> Int? {
+        let steps = VideoRoom.Substream.high.rawValue - substream.rawValue
+        guard pictureHeight > 0, pictureHeight <= Int.max >> steps else { return nil }
+        return pictureHeight << steps
     }
 }

@@ -65,6 +65,9 @@ public final class RoomSubscription: Sendable {
         public var transport: MediaTransport.Configuration
         /// The simulcast layer to receive per participant (by default everyone's highest).
         public var layers: LayerSelection
+        /// How each feed's video is shown (the call window's tiles), which caps `auto`: a tile a
+        /// quarter of the highest layer's size gets the lowest. Nil without a window.
+        public var shownVideo: (@Sendable (UInt64) -> ShownVideo?)? = nil
 
         /// Creates a configuration.
         public init(
@@ -72,13 +75,15 @@ public final class RoomSubscription: Sendable {
             ownFeedID: UInt64?,
             crypto: CallFrameCrypto?,
             transport: MediaTransport.Configuration = .init(),
-            layers: LayerSelection = LayerSelection(standard: .fixed(.high))
+            layers: LayerSelection = LayerSelection(standard: .fixed(.high)),
+            shownVideo: (@Sendable (UInt64) -> ShownVideo?)? = nil
         ) {
             self.room = room
             self.ownFeedID = ownFeedID
             self.crypto = crypto
             self.transport = transport
             self.layers = layers
+            self.shownVideo = shownVideo
         }
     }
 
@@ -260,9 +265,10 @@ public final class RoomSubscription: Sendable {
         let adapting =
             configuration.layers.standard == .auto || configuration.layers.perParticipant.values.contains(.auto)
         let layerOfFeed: @Sendable (UInt64) -> VideoLayer? = { [weak self] in self?.layer(ofFeed: $0) }
+        let shownVideo = configuration.shownVideo
         let adaptation = Task { [logger] in
             guard adapting else { return }
-            await AutoLayers(subscriber: subscriber, layer: layerOfFeed, logger: logger).run()
+            await AutoLayers(subscriber: subscriber, layer: layerOfFeed, shown: shownVideo, logger: logger).run()
         }
         let failures = failureContinuation
         let watch = Task {

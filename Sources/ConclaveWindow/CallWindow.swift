@@ -109,6 +109,12 @@ public final class CallWindow: Sendable {
         mailbox.post { $0.keys.append((key, false)) }
     }
 
+    /// How each participant's picture was drawn in the last frame (absent: no tile or no picture
+    /// yet). Cheap: a copy of what the window's thread noted, no drawing.
+    public func shownPictures() -> [UInt64: ShownPicture] {
+        mailbox.shown.withLock { $0 }
+    }
+
     /// Draws what the window holds now and reads it back; nil once the window is closed.
     package func snapshot() async -> WindowSnapshot? {
         await withCheckedContinuation { continuation in
@@ -116,6 +122,15 @@ public final class CallWindow: Sendable {
             if !posted { continuation.resume(returning: nil) }
         }
     }
+}
+
+/// One participant's picture as the window last drew it: the picture's own size and the size
+/// it was drawn at (its tile, less the border, keeping the aspect ratio).
+public struct ShownPicture: Sendable, Hashable {
+    public var pictureWidth: Int
+    public var pictureHeight: Int
+    public var drawnWidth: Int
+    public var drawnHeight: Int
 }
 
 /// A change for the window's thread, applied in order.
@@ -158,6 +173,8 @@ final class Mailbox: Sendable {
     }
 
     private let state = Mutex(State())
+    /// What the last frame drew of each participant's picture, written by the window's thread.
+    let shown = Mutex<[UInt64: ShownPicture]>([:])
 
     /// Applies `change` to the mail and wakes the window; false when the window is closed.
     @discardableResult

@@ -390,10 +390,20 @@ final class WindowLoop {
         SDL_SetRenderDrawColor(renderer, 24, 24, 28, 255)
         SDL_RenderClear(renderer)
         let geometry = geometry()
+        var shown: [UInt64: ShownPicture] = [:]
         for id in order {
             guard let participant = participants[id], let tile = geometry[id] else { continue }
             draw(participant, tile)
+            if let texture = participant.texture, let picture = tile.picture {
+                shown[id] = ShownPicture(
+                    pictureWidth: texture.width,
+                    pictureHeight: texture.height,
+                    drawnWidth: picture.width,
+                    drawnHeight: picture.height
+                )
+            }
         }
+        mailbox.shown.withLock { $0 = shown }
         if statusShown { drawStatus() }
         return geometry
     }

@@ -467,19 +467,28 @@ struct CallRunner {
         }
         let connectionOptions = janus.connectionOptions(settings: settings)
 
+        var callConfiguration = CallSession.Configuration(
+            janusURL: janusURL,
+            connectionOptions: connectionOptions,
+            room: room,
+            callID: callID,
+            display: display,
+            crypto: frameCrypto,
+            transport: try options.transport(settings),
+            allowEarlierInstance: allowEarlierInstance,
+            roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"]),
+            layers: try options.layers.selection(standard: .auto)
+        )
+        // `auto` asks for no more than the window's tiles show.
+        if let window = callWindow?.window {
+            callConfiguration.shownVideo = { feed in
+                window.shownPictures()[feed].map {
+                    ShownVideo(drawnHeight: $0.drawnHeight, pictureHeight: $0.pictureHeight)
+                }
+            }
+        }
         let session = CallSession(
-            configuration: CallSession.Configuration(
-                janusURL: janusURL,
-                connectionOptions: connectionOptions,
-                room: room,
-                callID: callID,
-                display: display,
-                crypto: frameCrypto,
-                transport: try options.transport(settings),
-                allowEarlierInstance: allowEarlierInstance,
-                roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"]),
-                layers: try options.layers.selection(standard: .auto)
-            ),
+            configuration: callConfiguration,
             sources: sources,
             observers: observers,
             tracker: CallStatusTracker(origin: origin),

@@ -79,6 +79,52 @@ import Testing
         #expect(LayerAdaptation.Sample(received: 3, lost: -2).lossFraction == 0, "negative loss (duplicates) is none")
     }
 
+    @Test func theCeilingIsTheLowestLayerAsTallAsTheTile() {
+        // Layers of 480, 240 and 120 lines; a picture drawn down to 90 % of its height is sharp enough.
+        let cases: [(drawn: Int, expected: VideoRoom.Substream)] = [
+            (480, .high), (300, .high), (260, .medium), (240, .medium), (140, .medium), (130, .low), (60, .low),
+        ]
+        for (drawn, expected) in cases {
+            #expect(LayerAdaptation.ceiling(drawnHeight: drawn, highestHeight: 480) == expected, "drawn \(drawn)")
+        }
+        #expect(LayerAdaptation.ceiling(drawnHeight: 100, highestHeight: nil) == .high, "unknown: no cap")
+        #expect(LayerAdaptation.ceiling(drawnHeight: 0, highestHeight: 480) == .high)
+        #expect(LayerAdaptation.highestHeight(pictureHeight: 120, received: .low) == 480)
+        #expect(LayerAdaptation.highestHeight(pictureHeight: 240, received: .medium) == 480)
+        #expect(LayerAdaptation.highestHeight(pictureHeight: 480, received: .high) == 480)
+        #expect(LayerAdaptation.highestHeight(pictureHeight: Int.max, received: .low) == nil, "no overflow")
+        #expect(LayerAdaptation.highestHeight(pictureHeight: -1, received: .low) == nil)
+    }
+
+    @Test func aSmallTileCapsTheLayerAtOnceAndAGrownOneProbesUp() {
+        var adaptation = LayerAdaptation()
+        #expect(adaptation.observe(Self.clean, ceiling: .low) == .low, "straight down to the tile's layer")
+        for _ in 0..<30 { #expect(adaptation.observe(Self.clean, ceiling: .low) == nil, "no probe above the tile") }
+        // The window made fullscreen: a probe at once, held, then the next after the quiet time.
+        #expect(adaptation.observe(Self.clean, ceiling: .high) == .medium)
+        var targets: [VideoRoom.Substream] = []
+        for _ in 0..<12 {
+            _ = adaptation.observe(Self.clean, ceiling: .high)
+            targets.append(adaptation.target)
+        }
+        #expect(targets.prefix(5).allSatisfy { $0 == .medium } && targets.last == .high, "\(targets)")
+        // A tile growing on a lossy path does not probe.
+        var lossyPath = LayerAdaptation(initial: .low)
+        _ = lossyPath.observe(Self.clean, ceiling: .low)
+        #expect(lossyPath.observe(Self.lossy, ceiling: .high) == nil)
+        #expect(lossyPath.target == .low)
+    }
+
+    @Test func theHighestHeightIsLearntOnlyFromTwoSamplesThatAgree() {
+        var heights = HighestHeights()
+        #expect(heights.note(feed: 1, pictureHeight: 120, received: .low) == nil)
+        #expect(heights.note(feed: 1, pictureHeight: 120, received: .low) == 480)
+        // Janus reported the switch to high before the window showed a high picture.
+        #expect(heights.note(feed: 1, pictureHeight: 120, received: .high) == 480)
+        #expect(heights.note(feed: 1, pictureHeight: 480, received: .high) == 480)
+        #expect(heights.note(feed: 2, pictureHeight: 240, received: .medium) == nil, "per feed")
+    }
+
     @Test func randomSamplesKeepTheTargetInRangeAndMoveOneStepAtATime() {
         var random = SystemRandomNumberGenerator()
         var adaptation = LayerAdaptation()

@@ -4,6 +4,7 @@ import ConclaveMedia
 import ConclavePeerConnection
 import ConclaveTestSupport
 import ConclaveVPX
+import ConclaveWindow
 import Foundation
 import JanusClient
 import JanusProtocol
@@ -287,6 +288,64 @@ final class SimulcastObserver: CallMediaObserver {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// `auto` with a call window: a tile smaller than the highest layer caps the layer at the one
+    /// that fills it, on a path with no loss at all, and it stays there.
+    @Test func autoAsksForNoMoreThanTheTileShows() async throws {
+        let server = try TestXServer()
+        defer { server.stop() }
+        // 320x180: one tile about 170 lines tall, which the medium layer (240 lines) fills and the
+        // high one (480) would only overfill.
+        let window = try await server.withDisplay {
+            try await CallWindow.open(title: "conclave simulcast", width: 320, height: 180)
+        }
+        let shown: @Sendable (UInt64) -> ShownVideo? = { feed in
+            window.shownPictures()[feed].map {
+                ShownVideo(drawnHeight: $0.drawnHeight, pictureHeight: $0.pictureHeight)
+            }
+        }
+        let call = try await startCall(
+            layers: LayerSelection(standard: .auto),
+            logLevel: .info,
+            shownVideo: shown,
+            alsoObserving: [try WindowFeeder(window)]
+        )
+        defer { call.chromium.stop() }
+        try await call.observer.wait(for: .seconds(30), "90 frames of the medium layer") { seen in
+            guard let last = seen.switches.last, last.substream == .medium else { return false }
+            return seen.frames.count >= last.afterFrames + 90
+        }
+        let drawn = window.shownPictures().values.first
+        #expect(drawn?.pictureHeight == 240 && (drawn?.drawnHeight ?? 0) < 240, "drawn: \(String(describing: drawn))")
+        let switches = call.observer.seen.withLock { $0.switches.map(\.substream) }
+        print("simulcast auto in a 320x180 window: switches \(switches), drawn \(String(describing: drawn))")
+        await call.close()
+        await window.close()
+        try? FileManager.default.removeItem(at: call.directory)
+    }
+
+    /// Decodes each feed's VP8 frames into the call window, as `join --window` does.
+    final class WindowFeeder: CallMediaObserver {
+        let window: CallWindow
+        private let decoder: Mutex<VP8Decoder>
+
+        init(_ window: CallWindow) throws {
+            self.window = window
+            decoder = Mutex(try VP8Decoder())
+        }
+
+        func participantJoined(feedID: UInt64, display: String?) {
+            window.participantJoined(id: feedID, display: display ?? "\(feedID)")
+        }
+        func participantLeft(feedID: UInt64) { window.participantLeft(id: feedID) }
+        func senderReport(_ report: SubscribedSenderReport) {}
+        func received(_ media: ReceivedMedia) {
+            guard case .frame(let frame) = media, frame.frame.codec == .vp8 else { return }
+            if let picture = decoder.withLock({ try? $0.decode(frame.frame) }) {
+                window.show(picture: picture, for: frame.feedID)
+            }
+        }
+    }
+
     /// Chromium publishing simulcast in a room of its own, and Conclave's subscription to it.
     struct SimulcastCall {
         let bed: JanusTestBed
@@ -308,7 +367,12 @@ final class SimulcastObserver: CallMediaObserver {
 
     /// A fresh VP8 room on the shared test Janus, Chromium publishing three layers in it, and a
     /// subscription (choosing `layers`) reporting to a `SimulcastObserver`.
-    private func startCall(layers: LayerSelection, logLevel: Logger.Level) async throws -> SimulcastCall {
+    private func startCall(
+        layers: LayerSelection,
+        logLevel: Logger.Level,
+        shownVideo: (@Sendable (UInt64) -> ShownVideo?)? = nil,
+        alsoObserving others: [any CallMediaObserver] = []
+    ) async throws -> SimulcastCall {
         let bed = try TestJanus.shared()
         var logger = Logger(label: "test")
         logger.logLevel = logLevel
@@ -331,11 +395,12 @@ final class SimulcastObserver: CallMediaObserver {
                     ownFeedID: listener.joined.id,
                     crypto: nil,
                     transport: MediaTransport.Configuration(localAddresses: [bed.hostAddress]),
-                    layers: layers
+                    layers: layers,
+                    shownVideo: shownVideo
                 ),
                 initialPublishers: listener.joined.publishers,
                 roomEvents: listener.roomEvents,
-                observers: [observer],
+                observers: [observer] + others,
                 logger: logger
             )
             return SimulcastCall(
