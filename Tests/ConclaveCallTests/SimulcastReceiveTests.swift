@@ -2,6 +2,7 @@ import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
 import ConclavePeerConnection
+import ConclaveRecorder
 import ConclaveTestSupport
 import ConclaveVPX
 import ConclaveWindow
@@ -262,15 +263,9 @@ final class SimulcastObserver: CallMediaObserver {
         let final = recorded.output.split(separator: "\n").last { $0.contains(#""state":"finished""#) } ?? ""
         #expect(final.contains(#""layer":"high""#), "the final status: \(final)")
 
-        let manifest = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: recording.appendingPathComponent("manifest.json")))
-                as? [String: Any]
-        )
-        let participant = try #require(
-            (manifest["participants"] as? [[String: Any]])?.first { $0["userID"] as? String == "chromium" },
-            "\(manifest)"
-        )
-        let files = ((participant["segments"] as? [[String: Any]]) ?? []).compactMap { $0["file"] as? String }
+        let manifest = try RecordingManifest.read(from: recording.path)
+        let participant = try #require(manifest.participants.first { $0.userID == "chromium" }, "\(manifest)")
+        let files = participant.segments.compactMap(\.file)
         let last = try #require(files.last, "no segment: \(participant)")
         for file in files {
             let path = recording.appendingPathComponent(file).path
