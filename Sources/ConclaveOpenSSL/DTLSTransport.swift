@@ -47,6 +47,21 @@ public final class DTLSTransport: @unchecked Sendable {
         try lock.withLock { _ throws(DTLSError) in try engine.start() }
     }
 
+    /// Begins the handshake unless it has begun already; returns whether this call began it.
+    ///
+    /// A server's handshake also begins when the peer's ClientHello arrives, on the thread that
+    /// receives datagrams; checking ``state`` and then calling ``start()`` from another thread
+    /// races with it (a join failed with "DTLS start is not valid in state handshaking"). The
+    /// check and the start here are one step under the lock.
+    @discardableResult
+    public func startIfNew() throws(DTLSError) -> Bool {
+        try lock.withLock { _ throws(DTLSError) in
+            guard engine.state == .new else { return false }
+            try engine.start()
+            return true
+        }
+    }
+
     /// Feeds one datagram from the path. Returns an event when the datagram completed the
     /// handshake or closed the connection.
     ///

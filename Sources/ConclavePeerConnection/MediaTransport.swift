@@ -506,14 +506,13 @@ public final class MediaTransport: Sendable {
         guard let dtls else { return }
         setState(.handshaking, onlyFrom: [.new, .connecting])
         // As the DTLS server, the peer's ClientHello may already have arrived (its ICE can finish
-        // before ours reports it) and started the handshake; then there is nothing to start.
-        if dtls.state == .new {
-            do {
-                try dtls.start()
-            } catch {
-                setState(.failed(.dtls("\(error)")), onlyFrom: nil)
-                return
-            }
+        // before ours reports it), or arrive on the ICE thread right now, and start the handshake;
+        // then there is nothing to start.
+        do {
+            try dtls.startIfNew()
+        } catch {
+            setState(.failed(.dtls("\(error)")), onlyFrom: nil)
+            return
         }
         scheduleRetransmission(of: dtls)
     }

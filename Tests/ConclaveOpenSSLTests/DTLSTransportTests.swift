@@ -118,6 +118,22 @@ struct DTLSTransportTests {
         #expect(link.client.retransmissionTimeout == nil, "no timer once connected")
     }
 
+    @Test("startIfNew starts once, and leaves alone a server whose handshake a ClientHello began")
+    func startIfNewIsOneStep() throws {
+        let link = try MemoryLink()
+        #expect(try link.client.startIfNew())
+        #expect(try !link.client.startIfNew(), "already begun")
+        // The ClientHello reaches the server before its owner starts it (the peer's ICE finished
+        // first): the handshake has begun, and start() would now be refused.
+        for datagram in link.clientOut.take() { try link.server.receive(datagram) }
+        #expect(link.server.state == .handshaking)
+        #expect(throws: DTLSError.self) { try link.server.start() }
+        #expect(try !link.server.startIfNew())
+        for datagram in link.serverOut.take() { try link.client.receive(datagram) }
+        try link.pump()
+        #expect(link.client.state == .connected && link.server.state == .connected)
+    }
+
     @Test("close_notify from the peer closes the transport")
     func closeNotify() throws {
         let link = try MemoryLink()
