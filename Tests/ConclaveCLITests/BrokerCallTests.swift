@@ -218,7 +218,12 @@ import Testing
         func undecryptable(_ line: [String: Any]) -> Int {
             (line["participants"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["undecryptable"] as? Int ?? 0) }
         }
-        let rejoinApplied = rejoinLines.last?["appliedEpochs"] as? [Int] ?? []
+        // An epoch installed twice in a row is one epoch: a rejoining device whose first frames
+        // fail also asks the key host, and both answers carry the current key (seen in CI:
+        // [3, 3, 4, 5, 6, 7]). Re-installing is right (an emergency request exists to repair a key).
+        let rejoinApplied = (rejoinLines.last?["appliedEpochs"] as? [Int] ?? []).reduce(into: [Int]()) {
+            if $0.last != $1 { $0.append($1) }
+        }
         #expect(
             undecryptable(rejoinLines.last ?? [:]) == undecryptable(firstKeyed),
             "undecryptable frames after the rejoin's key came: \(undecryptable(firstKeyed)) then \(undecryptable(rejoinLines.last ?? [:]))"
