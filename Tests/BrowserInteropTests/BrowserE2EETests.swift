@@ -178,11 +178,8 @@ import Testing
         #expect(participant["framesUndecryptable"] as? Int == 0, "no frame failed to decrypt: \(participant)")
         let segments = (participant["segments"] as? [[String: Any]]) ?? []
         let file = recording.appendingPathComponent(try #require(segments.first?["file"] as? String)).path
-        let errors = try runProcess(
-            "ffmpeg",
-            ["-v", "error", "-i", file] + BrowserInteropTests.everyFrame + ["-f", "null", "-"]
-        )
-        #expect(errors.succeeded && errors.errorOutput.isEmpty, "decoding \(file): \(errors.errorOutput)")
+        let errors = try FFmpeg.decodeErrors(file, everyFrame: true)
+        #expect(errors.isEmpty, "decoding \(file): \(errors)")
         let streams = try FFmpeg.probeStreams(file)
         #expect(streams.contains("vp8") && streams.contains("opus"), "streams: \(streams)")
         let numbers = try plain.patternNumbers(in: file)

@@ -23,10 +23,6 @@ import Testing
     static let loopFrames = 300
     static let width = 320
     static let height = 240
-    /// ffmpeg output options that give each decoded picture once, in its own time: a browser's
-    /// timestamps jitter by a few milliseconds, and converting them to a constant 30 frames a
-    /// second (ffmpeg's default) would repeat and drop pictures and report colliding timestamps.
-    static let everyFrame = ["-fps_mode", "passthrough", "-enc_time_base:v", "-1"]
 
     @Test(arguments: ["vp8", "h264"])
     func conclaveRecordsChromiumsPublisher(codec: String) async throws {
@@ -70,8 +66,8 @@ import Testing
         let file = recording.appendingPathComponent(try #require(segments.first?["file"] as? String)).path
 
         // Every frame decodes, in the codec Chromium sent, with Opus beside it.
-        let errors = try runProcess("ffmpeg", ["-v", "error", "-i", file] + Self.everyFrame + ["-f", "null", "-"])
-        #expect(errors.succeeded && errors.errorOutput.isEmpty, "decoding \(file): \(errors.errorOutput)")
+        let errors = try FFmpeg.decodeErrors(file, everyFrame: true)
+        #expect(errors.isEmpty, "decoding \(file): \(errors)")
         let streams = try FFmpeg.probeStreams(file)
         #expect(streams.contains(codec) && streams.contains("opus"), "streams: \(streams)")
         let numbers = try patternNumbers(in: file)
@@ -233,7 +229,7 @@ import Testing
     func patternNumbers(in file: String) throws -> (pictures: Int, read: [Int]) {
         let decoded = try runProcess(
             "ffmpeg",
-            ["-v", "error", "-i", file, "-map", "0:v:0"] + Self.everyFrame + [
+            ["-v", "error", "-i", file, "-map", "0:v:0"] + FFmpeg.everyFrame + [
                 "-f", "rawvideo", "-pix_fmt", "yuv420p", "-",
             ]
         )

@@ -158,11 +158,8 @@ import Testing
             let file = recording.appendingPathComponent(try #require(participant.segments.first?.file)).path
             let frames = try FFmpeg.frameCount(file)
             #expect(frames >= 60, "\(name): \(frames) video frames in \(Self.lastPhaseSeconds) s of recording")
-            let decoded = try runProcess(
-                "ffmpeg",
-                ["-v", "error", "-i", file] + BrowserInteropTests.everyFrame + ["-f", "null", "-"]
-            )
-            #expect(decoded.succeeded && decoded.errorOutput.isEmpty, "decoding \(file): \(decoded.errorOutput)")
+            let errors = try FFmpeg.decodeErrors(file, everyFrame: true)
+            #expect(errors.isEmpty, "decoding \(file): \(errors)")
             let streams = try FFmpeg.probeStreams(file)
             #expect(streams.contains("vp8") && streams.contains("opus"), "\(name)'s streams: \(streams)")
             figures.append("\(name) \(frames)")

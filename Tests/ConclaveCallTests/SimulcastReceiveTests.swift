@@ -269,7 +269,8 @@ final class SimulcastObserver: CallMediaObserver {
         let last = try #require(files.last, "no segment: \(participant)")
         for file in files {
             let path = recording.appendingPathComponent(file).path
-            #expect(try FFmpeg.decodeErrors(path).isEmpty, "\(file) does not decode cleanly")
+            let errors = try FFmpeg.decodeErrors(path, everyFrame: true)
+            #expect(errors.isEmpty, "decoding \(file): \(errors)")
         }
         let sizes = try runProcess(
             "ffprobe",

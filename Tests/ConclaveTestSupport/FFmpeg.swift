@@ -3,9 +3,16 @@ import Foundation
 /// ffmpeg and ffprobe checks on media files, shared by the codec, container, recorder and CLI
 /// tests. A tool that fails on a file throws with its error output, so the test fails there.
 public enum FFmpeg {
+    /// ffmpeg output options that give each decoded picture once, in its own time: a browser's
+    /// timestamps jitter by a few milliseconds, and converting them to a constant 30 frames a
+    /// second (ffmpeg's default) would repeat and drop pictures and report colliding timestamps.
+    public static let everyFrame = ["-fps_mode", "passthrough", "-enc_time_base:v", "-1"]
+
     /// Decodes the whole file; returns ffmpeg's error output (empty for a clean file).
-    public static func decodeErrors(_ path: String) throws -> String {
-        try run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"], on: path).errorOutput
+    /// `everyFrame`: each picture once, in its own time (``everyFrame``), for a browser's recording.
+    public static func decodeErrors(_ path: String, everyFrame: Bool = false) throws -> String {
+        let output = everyFrame ? Self.everyFrame : []
+        return try run("ffmpeg", ["-v", "error", "-i", path] + output + ["-f", "null", "-"], on: path).errorOutput
     }
 
     /// The codec names of the streams ffprobe sees in the file.
