@@ -400,7 +400,8 @@ let package = Package(
             name: "ConclaveCallTests",
             dependencies: [
                 "ConclaveCall", "ConclaveFormats", "ConclavePeerConnection", "ConclaveCore", "ConclaveE2EE",
-                "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpus", "ConclaveRTP", "JanusClient",
+                "ConclaveMedia", "ConclaveAV", "ConclaveVPX", "ConclaveOpenH264", "ConclaveOpus", "ConclaveRTP",
+                "JanusClient",
                 "JanusProtocol", "JanusTestBed", "JanusTesting", "ConclaveTestSupport", "ECallSignaling",
                 "SignalingTesting", "ConclaveKeyStore", "ConclaveRecorder", "RabbitMQTestBed", "STOMPClient",
                 "ConclaveWindow", .product(name: "Logging", package: "swift-log"),

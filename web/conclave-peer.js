@@ -25,6 +25,8 @@
 //   state                    joined, feeds, remote tracks, last error (plain data, JSON-able)
 //   waitFor(predicate, ms)   a promise of the state once predicate(state) holds, rejected at ms
 //   stats()                  a promise of per-track counters from getStats (inbound and outbound)
+//   selectLayer(mid, n)      ask Janus for simulcast substream n (0 lowest) of the subscribed
+//                            video `mid`; Janus's answer is in state.substreams[mid]
 //   leave()                  hang up and destroy the Janus session
 // Conclave's test pattern carries its frame number in a code strip at the top of each picture
 // (Sources/ConclaveMedia/Pattern.swift); the page reads it from every video frame it shows and
@@ -61,6 +63,7 @@
     feeds: {}, // publisher id -> display
     tracks: {}, // subscriber mid -> { kind, feed, display, live, pattern }
     inbound: {}, // subscriber mid -> counters from getStats
+    substreams: {}, // subscriber mid -> the simulcast substream Janus forwards, as it last said
     outbound: {}, // publisher mid -> counters from getStats
     errors: [],
     lastError: null,
@@ -298,6 +301,9 @@
 
   function onSubscriberMessage(message, jsep) {
     if (message.error) fail("subscriber", message.error);
+    if (message.mid !== undefined && message.substream !== undefined) {
+      state.substreams[message.mid] = message.substream;
+    }
     for (const stream of message.streams || []) {
       if (stream.mid !== undefined) {
         streamsByMid[stream.mid] = { feed: stream.feed_id, display: stream.feed_display };
@@ -388,6 +394,18 @@
     return { inbound: state.inbound, outbound: state.outbound };
   }
 
+  // Janus switches at the layer's next keyframe and then says so (onSubscriberMessage).
+  function selectLayer(mid, substream) {
+    return new Promise((resolve, reject) => {
+      if (!subscriber) return reject(new Error("not subscribed"));
+      subscriber.send({
+        message: { request: "configure", streams: [{ mid: String(mid), substream }] },
+        success: resolve,
+        error: reject,
+      });
+    });
+  }
+
   function leave() {
     return new Promise((resolve) => {
       if (!janus) return resolve(state);
@@ -395,7 +413,7 @@
     });
   }
 
-  window.conclavePeer = { state, waitFor, stats, leave };
+  window.conclavePeer = { state, waitFor, stats, selectLayer, leave };
   conclaveE2EE.onChange = changed;
 
   Janus.init({

@@ -1,6 +1,7 @@
 // Umbrella header for the system library: only includes, its shims live in CFFmpegShims.
 #include <libavformat/avformat.h>
 #include <libavcodec/avcodec.h>
+#include <libswscale/swscale.h>
 #include <libavutil/avutil.h>
 #include <libavutil/opt.h>
 #include <libavutil/mathematics.h>

@@ -47,6 +47,8 @@ public final class RebasingFrameSource: EncodedFrameSource, @unchecked Sendable 
 
     public var codec: MediaCodec { inner.codec }
 
+    public var simulcastLayers: Int { inner.simulcastLayers }
+
     /// Makes the next frame's media time zero.
     public func rebase() { offset = nil }
 
@@ -71,20 +73,40 @@ public struct CallVideoSettings: Sendable, Hashable {
     public var width: Int
     public var height: Int
     public var frameRate: Int
+    /// Bits per second; with simulcast, the top layer's.
     public var bitrate: Int
+    /// Simulcast layers to send (1: no simulcast); only pictures made or captured here can be
+    /// layered, not a file passed through.
+    public var simulcastLayers: Int
 
     public init(
         codec: MediaCodec = .h264,
         width: Int = 640,
         height: Int = 480,
         frameRate: Int = PatternSource.defaultFrameRate,
-        bitrate: Int = 600_000
+        bitrate: Int = 600_000,
+        simulcastLayers: Int = 1
     ) {
         self.codec = codec
         self.width = width
         self.height = height
         self.frameRate = frameRate
         self.bitrate = bitrate
+        self.simulcastLayers = simulcastLayers
+    }
+}
+
+/// Media to send that cannot be set up as asked.
+public enum CallMediaSourceError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Simulcast asked of a file: its frames are sent as they are (or transcoded once), so there
+    /// are no pictures to layer.
+    case simulcastFromFile(String)
+
+    public var description: String {
+        switch self {
+        case .simulcastFromFile(let path):
+            "simulcast needs pictures to encode (the pattern, a camera or a screen), not the file \(path)"
+        }
     }
 }
 
@@ -92,13 +114,6 @@ public struct CallVideoSettings: Sendable, Hashable {
 public enum CallMediaSources {
     /// The video source for `choice`, or nil for `.none`.
     public static func video(_ choice: CallMediaChoice, settings: CallVideoSettings) throws -> RebasingFrameSource? {
-        let encoder = VideoEncoderSettings(
-            codec: settings.codec,
-            width: settings.width,
-            height: settings.height,
-            frameRate: settings.frameRate,
-            bitrate: settings.bitrate
-        )
         switch choice {
         case .none:
             return nil
@@ -108,12 +123,44 @@ public enum CallMediaSources {
                 height: settings.height,
                 frameRate: settings.frameRate
             )
-            return RebasingFrameSource(EncodingVideoSource(raw: pattern, encoder: try encoder.makeEncoder()))
+            return try encoded(pattern, settings: settings)
         case .file(let path):
+            guard settings.simulcastLayers == 1 else { throw CallMediaSourceError.simulcastFromFile(path) }
+            let encoder = VideoEncoderSettings(
+                codec: settings.codec,
+                width: settings.width,
+                height: settings.height,
+                frameRate: settings.frameRate,
+                bitrate: settings.bitrate
+            )
             return RebasingFrameSource(
                 try FileMediaSource(path: path, codec: settings.codec, loop: true, video: encoder)
             )
         }
+    }
+
+    /// `raw` through the call's video encoder (one per layer with simulcast), at the source's
+    /// size and rate.
+    public static func encoded(_ raw: any VideoFrameSource, settings: CallVideoSettings) throws
+        -> RebasingFrameSource
+    {
+        guard settings.simulcastLayers == 1 else {
+            let layers = try SimulcastPlan.layers(
+                count: settings.simulcastLayers,
+                width: raw.width,
+                height: raw.height,
+                bitrate: settings.bitrate
+            )
+            return RebasingFrameSource(try SimulcastVideoSource(raw: raw, codec: settings.codec, layers: layers))
+        }
+        let encoder = VideoEncoderSettings(
+            codec: settings.codec,
+            width: raw.width,
+            height: raw.height,
+            frameRate: raw.timeline.rateNumerator,
+            bitrate: settings.bitrate
+        )
+        return RebasingFrameSource(EncodingVideoSource(raw: raw, encoder: try encoder.makeEncoder()))
     }
 
     /// The Opus source for `choice`, or nil for `.none`.

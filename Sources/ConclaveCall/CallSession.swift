@@ -210,6 +210,19 @@ public actor CallSession {
         await leg?.subscription.requestKeyframe(feedID: feedID)
     }
 
+    /// Asks Janus to cap what this participant sends at `bitsPerSecond` (VideoRoom `configure`
+    /// `bitrate`). Janus passes the cap on as its REMB estimate, and the video sender follows it:
+    /// one encoder lowers its bitrate, a simulcast sender pauses the layers that no longer fit.
+    /// Holds until a rejoin, which publishes afresh at the room's bitrate.
+    public func limitSentBitrate(_ bitsPerSecond: Int) async throws {
+        guard let leg else { throw CallError.janus(step: "limiting the sent bitrate", error: "not in the call") }
+        do {
+            _ = try await leg.publisher.handle.configure(VideoRoom.configure(bitrate: bitsPerSecond))
+        } catch {
+            throw CallError.janus(step: "limiting the sent bitrate", error: "\(error)")
+        }
+    }
+
     /// A status snapshot; rates cover the time since the previous snapshot.
     public func status() async -> CallStatus {
         var loss: [String: Double] = [:]
@@ -267,7 +280,8 @@ public actor CallSession {
                     audio: sources.first { $0.codec.kind == .audio }?.codec,
                     video: sources.first { $0.codec.kind == .video }?.codec,
                     endToEndEncrypted: configuration.crypto != nil,
-                    transport: configuration.transport
+                    transport: configuration.transport,
+                    simulcastLayers: sources.first { $0.codec.kind == .video }?.simulcastLayers ?? 1
                 ),
                 waitingForMedia: false,
                 logger: logger

@@ -28,6 +28,9 @@ public final class Publisher: Sendable {
         public var endToEndEncrypted: Bool
         /// ICE settings.
         public var transport: MediaTransport.Configuration
+        /// The simulcast layers of the video (1: no simulcast). Each layer goes out on an SSRC of
+        /// its own; frames name theirs in ``EncodedFrame/simulcastLayer``.
+        public var simulcastLayers: Int
 
         /// Creates a configuration: Opus and VP8 by default.
         public init(
@@ -36,7 +39,8 @@ public final class Publisher: Sendable {
             audio: MediaCodec? = .opus,
             video: MediaCodec? = .vp8,
             endToEndEncrypted: Bool = false,
-            transport: MediaTransport.Configuration = .init()
+            transport: MediaTransport.Configuration = .init(),
+            simulcastLayers: Int = 1
         ) {
             self.room = room
             self.display = display
@@ -44,6 +48,7 @@ public final class Publisher: Sendable {
             self.video = video
             self.endToEndEncrypted = endToEndEncrypted
             self.transport = transport
+            self.simulcastLayers = simulcastLayers
         }
     }
 
@@ -143,7 +148,14 @@ public final class Publisher: Sendable {
             PublisherTrack(codec: $0, ssrc: UInt32.random(in: 1...UInt32.max), trackID: "audio0")
         }
         let videoTrack = configuration.video.map {
-            PublisherTrack(codec: $0, ssrc: UInt32.random(in: 1...UInt32.max), trackID: "video0")
+            PublisherTrack(
+                codec: $0,
+                ssrc: UInt32.random(in: 1...UInt32.max),
+                upperLayerSSRCs: (1..<max(configuration.simulcastLayers, 1)).map { _ in
+                    UInt32.random(in: 1...UInt32.max)
+                },
+                trackID: "video0"
+            )
         }
         rtp = RTPSendSession(audio: audioTrack, video: videoTrack, transport: transport)
 

@@ -12,12 +12,16 @@ public struct EncodedFrame: Sendable, Hashable {
     public var rtpTimestamp: UInt32
     /// Whether a decoder can start from this frame (VP8 keyframe, H264 IDR; always true for Opus).
     public var isKeyframe: Bool
+    /// The simulcast layer the frame belongs to, 0 being the lowest (Janus's substream 0); always
+    /// 0 for a stream sent without simulcast. The publisher sends each layer on an SSRC of its own.
+    public var simulcastLayer: Int
 
     /// Creates a frame.
-    public init(codec: MediaCodec, data: [UInt8], rtpTimestamp: UInt32, isKeyframe: Bool) {
+    public init(codec: MediaCodec, data: [UInt8], rtpTimestamp: UInt32, isKeyframe: Bool, simulcastLayer: Int = 0) {
         self.codec = codec
         self.data = data
         self.rtpTimestamp = rtpTimestamp
         self.isKeyframe = isKeyframe
+        self.simulcastLayer = simulcastLayer
     }
 }

@@ -26,10 +26,15 @@ public protocol EncodedFrameSource: AnyObject {
     /// Suspends until `nextFrame()` can answer without blocking: at once for files and
     /// generators (the default), when the device has the next frame for live capture.
     func waitUntilReady() async throws
+    /// The simulcast layers the frames come in (``EncodedFrame/simulcastLayer``); 1, the
+    /// default, for a source without simulcast.
+    var simulcastLayers: Int { get }
 }
 
 extension EncodedFrameSource {
     public func waitUntilReady() async throws {}
+
+    public var simulcastLayers: Int { 1 }
 
     /// Hands every frame to `deliver` at its due time on the media clock until the source ends or
     /// the task is cancelled.

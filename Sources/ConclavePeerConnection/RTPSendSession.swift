@@ -36,16 +36,25 @@ public final class RTPSendSession: Sendable {
         public var firReceived: UInt64
     }
 
+    /// One RTP stream: a track, or one simulcast layer of the video track. Each has its own
+    /// packetizer, because a VP8 picture id counts the frames of its own stream.
     private struct Track {
         var codec: MediaCodec
         var sender: RTPSender
+        var vp8 = VP8Packetizer()
+        var h264 = H264Packetizer()
+
+        mutating func packetize(_ frame: EncodedFrame) -> [[UInt8]] {
+            codec == .vp8 ? vp8.packetize(frame.data) : h264.packetize(frame.data)
+        }
     }
 
     private struct State {
         var audio: Track?
-        var video: Track?
-        var vp8 = VP8Packetizer()
-        var h264 = H264Packetizer()
+        /// The video track's streams, one per simulcast layer, lowest first (one without simulcast).
+        var video: [Track]
+
+        var tracks: [Track] { (audio.map { [$0] } ?? []) + video }
     }
 
     private let state: Mutex<State>
@@ -53,38 +62,39 @@ public final class RTPSendSession: Sendable {
 
     /// A session sending `audio` and `video` (each nil when not published) on `transport`,
     /// starting at random sequence numbers and timestamps as RFC 3550 asks.
+    /// A simulcast video track sends one stream per SSRC of ``PublisherTrack/layerSSRCs``.
     public init(audio: PublisherTrack?, video: PublisherTrack?, transport: MediaTransport) {
-        func track(_ track: PublisherTrack?) -> Track? {
-            track.map {
-                Track(
-                    codec: $0.codec,
-                    sender: RTPSender(
-                        sequencer: RTPSequencer(
-                            ssrc: $0.ssrc,
-                            payloadType: $0.payloadType,
-                            initialSequenceNumber: UInt16.random(in: 0...UInt16.max),
-                            timestampOffset: UInt32.random(in: 0...UInt32.max)
-                        ),
-                        clockRate: $0.codec.clockRate
-                    )
+        func track(_ track: PublisherTrack, ssrc: UInt32) -> Track {
+            Track(
+                codec: track.codec,
+                sender: RTPSender(
+                    sequencer: RTPSequencer(
+                        ssrc: ssrc,
+                        payloadType: track.payloadType,
+                        initialSequenceNumber: UInt16.random(in: 0...UInt16.max),
+                        timestampOffset: UInt32.random(in: 0...UInt32.max)
+                    ),
+                    clockRate: track.codec.clockRate
                 )
-            }
+            )
         }
-        state = Mutex(State(audio: track(audio), video: track(video)))
+        state = Mutex(
+            State(
+                audio: audio.map { track($0, ssrc: $0.ssrc) },
+                video: video.map { video in video.layerSSRCs.map { track(video, ssrc: $0) } } ?? []
+            )
+        )
         self.transport = transport
     }
 
-    /// Sends one encoded frame on the track of its kind; frames of a codec that is not sent are
-    /// ignored. Returns the codec when a keyframe request the sender deferred is now due (the
-    /// caller asks its encoder for one).
+    /// Sends one encoded frame on the track of its kind (a video frame on the stream of its
+    /// simulcast layer); frames of a codec or layer that is not sent are ignored. Returns the codec
+    /// when a keyframe request the sender deferred is now due (the caller asks its encoder for one).
     public func send(_ frame: EncodedFrame) -> MediaCodec? {
         let now = MediaClock.now()
         var deferredKeyframe = false
         // Tracks are mutated in place: copying one out would copy its packet history.
         let packets = state.withLock { state -> [[UInt8]] in
-            if frame.codec.kind == .video, state.video?.sender.dueKeyframeRequest(now: now) == true {
-                deferredKeyframe = true
-            }
             switch frame.codec.kind {
             case .audio:
                 guard state.audio?.codec == frame.codec else { return [] }
@@ -95,14 +105,16 @@ public final class RTPSendSession: Sendable {
                     now: now
                 ) ?? []
             case .video:
-                guard let codec = state.video?.codec, codec == frame.codec else { return [] }
-                let payloads = codec == .vp8 ? state.vp8.packetize(frame.data) : state.h264.packetize(frame.data)
-                return state.video?.sender.send(
+                let layer = frame.simulcastLayer
+                guard state.video.indices.contains(layer), state.video[layer].codec == frame.codec else { return [] }
+                if state.video[layer].sender.dueKeyframeRequest(now: now) { deferredKeyframe = true }
+                let payloads = state.video[layer].packetize(frame)
+                return state.video[layer].sender.send(
                     payloads: payloads,
                     mediaTimestamp: frame.rtpTimestamp,
                     markLast: true,
                     now: now
-                ) ?? []
+                )
             }
         }
         for packet in packets { transport.sendRTP(packet) }
@@ -119,16 +131,21 @@ public final class RTPSendSession: Sendable {
         var retransmissions: [[UInt8]] = []
         state.withLock { state in
             for packet in packets {
-                let actions =
+                var actions =
                     (state.audio?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? [])
-                    .map { (MediaKind.audio, $0) }
-                    + (state.video?.sender.handle(packet, now: now, arrivalNTP: arrival) ?? []).map {
-                        (MediaKind.video, $0)
+                    .map { (state.audio?.codec, $0) }
+                // A keyframe request for any layer asks the encoder for one (it makes every
+                // layer's: Janus asks for all of them when a subscriber switches), and a REMB
+                // naming any layer's SSRC limits the whole track, which the source divides.
+                for layer in state.video.indices {
+                    actions += state.video[layer].sender.handle(packet, now: now, arrivalNTP: arrival).map {
+                        (state.video[layer].codec, $0)
                     }
-                for (kind, action) in actions {
+                }
+                for (codec, action) in actions {
                     switch action {
                     case .retransmit(let packets): retransmissions += packets
-                    case .requestKeyframe: feedback.keyframe = kind == .audio ? state.audio?.codec : state.video?.codec
+                    case .requestKeyframe: feedback.keyframe = codec
                     case .limitBitrate(let limit): feedback.bitrateLimit = limit
                     case .roundTripTime: break
                     }
@@ -163,27 +180,25 @@ public final class RTPSendSession: Sendable {
         let now = MediaClock.now()
         let wallClock = MediaClock.wallClock()
         let reports = state.withLock { state in
-            [state.audio, state.video].compactMap { $0?.sender.senderReport(now: now, wallClock: wallClock) }
+            state.tracks.compactMap { $0.sender.senderReport(now: now, wallClock: wallClock) }
         }
         for report in reports {
             transport.sendRTCP(RTCPCompound.serialize([.senderReport(report)]))
         }
     }
 
-    /// Counters per track (audio, video).
+    /// Counters per stream: audio, then video (one per simulcast layer, lowest first).
     public var statistics: [StreamStatistics] {
         state.withLock { state in
-            [state.audio, state.video].compactMap { track in
-                track.map {
-                    StreamStatistics(
-                        codec: $0.codec,
-                        packets: $0.sender.sequencer.packetCount,
-                        bytes: $0.sender.sequencer.octetCount,
-                        retransmitted: $0.sender.retransmitted,
-                        pliReceived: $0.sender.pliReceived,
-                        firReceived: $0.sender.firReceived
-                    )
-                }
+            state.tracks.map {
+                StreamStatistics(
+                    codec: $0.codec,
+                    packets: $0.sender.sequencer.packetCount,
+                    bytes: $0.sender.sequencer.octetCount,
+                    retransmitted: $0.sender.retransmitted,
+                    pliReceived: $0.sender.pliReceived,
+                    firReceived: $0.sender.firReceived
+                )
             }
         }
     }

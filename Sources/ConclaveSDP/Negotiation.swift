@@ -104,8 +104,10 @@ public struct PublisherTrack: Sendable, Hashable {
     public var codec: MediaCodec
     /// The payload type to offer (Janus's defaults: Opus 111, VP8 96, H264 107).
     public var payloadType: UInt8
-    /// Our SSRC.
+    /// Our SSRC (with simulcast, the lowest layer's).
     public var ssrc: UInt32
+    /// With simulcast, the SSRCs of the layers above the lowest, in rising order; empty without.
+    public var upperLayerSSRCs: [UInt32]
     /// The msid track id.
     public var trackID: String
     /// H264 `profile-level-id` (42e01f constrained baseline 3.1, 640c1f constrained high 3.1).
@@ -116,15 +118,21 @@ public struct PublisherTrack: Sendable, Hashable {
         codec: MediaCodec,
         payloadType: UInt8? = nil,
         ssrc: UInt32,
+        upperLayerSSRCs: [UInt32] = [],
         trackID: String,
         h264ProfileLevelID: String = "42e01f"
     ) {
         self.codec = codec
         self.payloadType = payloadType ?? Self.defaultPayloadType(codec)
         self.ssrc = ssrc
+        self.upperLayerSSRCs = upperLayerSSRCs
         self.trackID = trackID
         self.h264ProfileLevelID = h264ProfileLevelID
     }
+
+    /// The SSRC of every layer, lowest first (one without simulcast). Janus numbers its
+    /// substreams in this order, the order of the offer's `a=ssrc-group:SIM`.
+    public var layerSSRCs: [UInt32] { [ssrc] + upperLayerSSRCs }
 
     /// Janus's default payload type for `codec`.
     public static func defaultPayloadType(_ codec: MediaCodec) -> UInt8 {
@@ -198,8 +206,16 @@ public enum SDPNegotiator {
             case .vp8:
                 break
             }
-            m.add("ssrc", SDPSSRCAttribute(ssrc: track.ssrc, name: "cname", value: cname).text)
-            m.add("ssrc", SDPSSRCAttribute(ssrc: track.ssrc, name: "msid", value: "\(streamID) \(track.trackID)").text)
+            // Simulcast the way libwebrtc first offered it (and Janus reads): one SSRC per layer,
+            // grouped as `SIM` lowest first. Rids would need the rid header extension on every
+            // packet for the same result.
+            if track.layerSSRCs.count > 1 {
+                m.add("ssrc-group", SDPSSRCGroup(semantics: "SIM", ssrcs: track.layerSSRCs).value)
+            }
+            for ssrc in track.layerSSRCs {
+                m.add("ssrc", SDPSSRCAttribute(ssrc: ssrc, name: "cname", value: cname).text)
+                m.add("ssrc", SDPSSRCAttribute(ssrc: ssrc, name: "msid", value: "\(streamID) \(track.trackID)").text)
+            }
             sdp.media.append(m)
         }
         return sdp

@@ -246,8 +246,20 @@ struct CallOptions: ParsableArguments {
     @Option(help: "Video frame rate (default: the configuration's, else 30).")
     var fps: Int?
 
-    @Option(name: .customLong("video-bitrate"), help: "Video bitrate, bits per second.")
+    @Option(
+        name: .customLong("video-bitrate"),
+        help: "Video bitrate, bits per second (with --simulcast, the top layer's)."
+    )
     var videoBitrate: Int?
+
+    @Option(
+        help: """
+            Send the video as this many simulcast layers, 2 or 3 (1: none), each half the size and a \
+            third of the bitrate of the one above; Janus forwards each subscriber the layer it picks \
+            (--layer). Layers above what Janus's bitrate estimate (REMB) allows are paused.
+            """
+    )
+    var simulcast: Int = 1
 
     @Option(help: "Record the call into this folder.")
     var record: String?
@@ -263,6 +275,9 @@ struct CallOptions: ParsableArguments {
     var composite: String?
 
     func validate() throws {
+        guard (1...3).contains(simulcast) else {
+            throw ValidationError("--simulcast: 2 or 3 layers (1 for none), not \(simulcast)")
+        }
         if let composite {
             guard record != nil else { throw ValidationError("--composite needs --record DIR") }
             let ext = (composite as NSString).pathExtension.lowercased()
@@ -414,7 +429,8 @@ struct CallRunner {
             width: options.width ?? settings.videoWidth ?? 640,
             height: options.height ?? settings.videoHeight ?? 480,
             frameRate: options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate,
-            bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000
+            bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000,
+            simulcastLayers: options.simulcast
         )
         var sources: [RebasingFrameSource] = []
         do {

@@ -26,7 +26,7 @@ enum LiveVideo {
         guard let request = try LiveVideoRequest.parse(options.video) else {
             guard switchable, options.video == "pattern" else { return nil }
             raw = try PatternSource(width: settings.width, height: settings.height, frameRate: settings.frameRate)
-            return try encoded(Self.switched(raw, logger: logger), settings: settings)
+            return try CallMediaSources.encoded(Self.switched(raw, logger: logger), settings: settings)
         }
         switch request {
         case .camera(let camera):
@@ -64,21 +64,7 @@ enum LiveVideo {
             raw = source
         }
         if switchable { raw = switched(raw, logger: logger) }
-        return try encoded(raw, settings: settings)
-    }
-
-    /// `raw` through the call's video encoder, at the source's size and rate.
-    private static func encoded(_ raw: any VideoFrameSource, settings: CallVideoSettings) throws
-        -> RebasingFrameSource
-    {
-        let encoder = VideoEncoderSettings(
-            codec: settings.codec,
-            width: raw.width,
-            height: raw.height,
-            frameRate: raw.timeline.rateNumerator,
-            bitrate: settings.bitrate
-        )
-        return RebasingFrameSource(EncodingVideoSource(raw: raw, encoder: try encoder.makeEncoder()))
+        return try CallMediaSources.encoded(raw, settings: settings)
     }
 
     /// Wraps `raw` in the switch that the window's keys reach.

@@ -103,8 +103,11 @@ import Testing
         if videoLost == 0 { try? FileManager.default.removeItem(at: directory) }  // else kept for a look
     }
 
+    /// Conclave publishes three simulcast layers (`join --simulcast 3`); Chromium receives the
+    /// highest, as Janus forwards by default, then asks for the lowest and the highest again, and
+    /// decodes each at its size.
     @Test(arguments: ["vp8", "h264"])
-    func chromiumDecodesConclavesPublisher(codec: String) async throws {
+    func chromiumDecodesConclavesSimulcastPublisherAndSwitchesLayers(codec: String) async throws {
         let bed = try TestJanus.shared()
         let directory = try TestPaths.temporaryDirectory("conclave-browser")
         let room = try createRoom(on: bed, codec: codec)
@@ -113,7 +116,8 @@ import Testing
             [
                 "join", "--room", "\(room)", "--call-id", "1", "--crypto", "none", "--janus", bed.webSocketURL,
                 "--ice-address", bed.hostAddress, "--display", "u1:Conclave", "--codec", codec, "--video", "pattern",
-                "--audio", "tone", "--width", "\(Self.width)", "--height", "\(Self.height)", "--no-window",
+                "--audio", "tone", "--width", "\(Self.width)", "--height", "\(Self.height)", "--simulcast", "3",
+                "--no-window",
                 "--speaker", "none", "--status", "none", "--duration", "25", "--data-dir",
                 directory.appendingPathComponent("data").path,
             ]
@@ -156,6 +160,20 @@ import Testing
             "conclave → browser \(codec): \(received.framesDecoded) frames decoded, numbers \(pattern.numbers.first ?? -1)"
                 + "...\(pattern.numbers.last ?? -1) (\(pattern.unreadable) unreadable of \(pattern.read))"
         )
+
+        // The lowest layer on request, then the highest again: Janus says so, and Chromium
+        // decodes 30 more frames at each layer's size.
+        for (substream, width) in [(0, Self.width / 4), (2, Self.width)] {
+            let before = try await chromium.waitFor("true", timeout: .seconds(5)).inbound[mid]?.framesDecoded ?? 0
+            _ = try await chromium.evaluate("conclavePeer.selectLayer('\(mid)', \(substream)).then(() => true)")
+            let switched = try await chromium.waitFor(
+                "s.substreams['\(mid)'] == \(substream) && s.inbound['\(mid)'].frameWidth == \(width)"
+                    + " && s.inbound['\(mid)'].framesDecoded >= \(before + 30)",
+                timeout: .seconds(10)
+            )
+            #expect(switched.errors.isEmpty, "page errors: \(switched.errors)")
+            print("conclave → browser \(codec): substream \(substream) decoded at \(width) wide")
+        }
         _ = try await chromium.evaluate("conclavePeer.leave()")
         try? FileManager.default.removeItem(at: directory)
     }
@@ -259,6 +277,8 @@ struct PeerStats: Decodable {
 
 /// `window.conclavePeer.state` of web/conclave-peer.js.
 struct PeerState: Decodable {
+    /// The simulcast substream Janus forwards per subscribed mid.
+    var substreams: [String: Int]?
     struct Pattern: Decodable {
         var numbers: [Int]
         var unreadable: Int

@@ -35,7 +35,7 @@ final class SimulcastObserver: CallMediaObserver {
     func participantLeft(feedID: UInt64) {}
     func senderReport(_ report: SubscribedSenderReport) {}
     func received(_ media: ReceivedMedia) {
-        guard case .frame(let frame) = media, frame.frame.codec == .vp8 else { return }
+        guard case .frame(let frame) = media, frame.frame.codec.kind == .video else { return }
         update { $0.frames.append(frame) }
     }
     func layerReceived(feedID: UInt64, substream: VideoRoom.Substream) {

@@ -65,6 +65,35 @@ struct NegotiationTests {
         #expect(result.remote.candidates.map(\.port) == [20042] && result.remote.endOfCandidates)
     }
 
+    /// Simulcast is offered as libwebrtc first did and Janus reads: an SSRC per layer, grouped
+    /// `SIM` lowest first, each with its cname and msid (Janus's substream 0 is the first).
+    @Test func aSimulcastOfferGroupsOneSSRCPerLayerLowestFirst() throws {
+        let offer = SDPNegotiator.publisherOffer(
+            audio: nil,
+            video: PublisherTrack(codec: .vp8, ssrc: 10, upperLayerSSRCs: [20, 30], trackID: "video0"),
+            local: Self.local,
+            cname: "conclave",
+            streamID: "stream0",
+            sessionID: "123"
+        )
+        let parsed = try SessionDescription(parsing: offer.text)
+        let video = try #require(parsed.media.first)
+        #expect(try video.ssrcGroups() == [SDPSSRCGroup(semantics: "SIM", ssrcs: [10, 20, 30])])
+        for ssrc in [10, 20, 30] {
+            #expect(offer.text.contains("a=ssrc:\(ssrc) cname:conclave\r\n"))
+            #expect(offer.text.contains("a=ssrc:\(ssrc) msid:stream0 video0\r\n"))
+        }
+        let single = SDPNegotiator.publisherOffer(
+            audio: nil,
+            video: PublisherTrack(codec: .vp8, ssrc: 10, trackID: "video0"),
+            local: Self.local,
+            cname: "conclave",
+            streamID: "stream0",
+            sessionID: "123"
+        )
+        #expect(!single.text.contains("ssrc-group"))
+    }
+
     @Test func answersAJanusMultistreamSubscriberOffer() throws {
         let offer = try SessionDescription(parsing: Fixtures.janusSubscriberOffer)
         let (answer, result) = try SDPNegotiator.subscriberAnswer(to: offer, local: Self.local, sessionID: "99")
