@@ -23,6 +23,8 @@ final class SimulcastObserver: CallMediaObserver {
         var frames: [SubscribedFrame] = []
         var switches: [(afterFrames: Int, substream: VideoRoom.Substream)] = []
         var feeds: [UInt64] = []
+        /// Frames of an end-to-end encrypted call that did not decrypt.
+        var undecryptable = 0
     }
 
     let seen = Mutex(Seen())
@@ -35,6 +37,7 @@ final class SimulcastObserver: CallMediaObserver {
     func participantLeft(feedID: UInt64) {}
     func senderReport(_ report: SubscribedSenderReport) {}
     func received(_ media: ReceivedMedia) {
+        if case .undecryptable = media { update { $0.undecryptable += 1 } }
         guard case .frame(let frame) = media, frame.frame.codec.kind == .video else { return }
         update { $0.frames.append(frame) }
     }

@@ -1,5 +1,6 @@
 import ConclaveCall
 import ConclaveCore
+import ConclaveE2EE
 import ConclaveMedia
 import ConclaveOpenH264
 import ConclavePeerConnection
@@ -15,9 +16,20 @@ import Testing
 /// Conclave publishes its pattern as three simulcast layers through the shared test Janus; a
 /// Conclave subscriber receives the layer it asks for, and the top layer pauses when the bitrate
 /// Janus allows (its REMB) no longer fits it, then resumes, each change landing at a keyframe.
+/// End-to-end encrypted both times (VP8 in sframe, H264 in ECall's format): every layer is
+/// sealed frame by frame like any video, and the subscriber decrypts whichever Janus forwards.
+/// Without encryption the same layers reach Chromium in `BrowserInteropTests`.
 @Suite(.serialized) struct SimulcastSendTests {
-    @Test(arguments: [MediaCodec.vp8, .h264])
-    func theLayerAskedForArrivesAndTheTopOnePausesUnderALowEstimate(codec: MediaCodec) async throws {
+    @Test(arguments: [(MediaCodec.vp8, FrameCryptoFormat.sframe), (.h264, .ecall)])
+    func theLayerAskedForArrivesAndTheTopOnePausesUnderALowEstimate(codec: MediaCodec, format: FrameCryptoFormat)
+        async throws
+    {
+        let key = CallKey.random()
+        let crypto = { @Sendable in
+            let crypto = CallFrameCrypto(callID: 1, format: format, logger: Logger(label: "test"))
+            crypto.keyRing.install(key, epoch: 0)
+            return crypto
+        }
         let bed = try TestJanus.shared()
         var logger = Logger(label: "test")
         logger.logLevel = .warning
@@ -38,7 +50,7 @@ import Testing
                 room: room,
                 callID: 1,
                 display: "1:Sender",
-                crypto: nil,
+                crypto: crypto(),
                 transport: transport
             ),
             sources: [video],
@@ -54,7 +66,7 @@ import Testing
             configuration: .init(
                 room: room,
                 ownFeedID: listener.joined.id,
-                crypto: nil,
+                crypto: crypto(),
                 transport: transport,
                 layers: LayerSelection(standard: .fixed(.low))
             ),
@@ -100,9 +112,10 @@ import Testing
         await sender.leave()
         await connection.close()
 
-        let (received, switches) = observer.seen.withLock { ($0.frames, $0.switches) }
+        let (received, switches, undecryptable) = observer.seen.withLock { ($0.frames, $0.switches, $0.undecryptable) }
+        #expect(undecryptable == 0, "frames that did not decrypt")
         print(
-            "simulcast send (\(codec)): \(received.count) frames, switches \(switches.map(\.substream)),"
+            "simulcast send (\(codec), \(format)): \(received.count) frames, switches \(switches.map(\.substream)),"
                 + " medium \(down) after the cap, high again \(up) after it was lifted"
         )
         // Janus moves to the layer asked for (or back down) through the lower ones, a keyframe at
@@ -144,6 +157,8 @@ import Testing
         #expect(steps.filter { $0 == 0 }.count <= switches.count, "numbers repeated: \(numbers)")
         let skipped = steps.filter { $0 > 1 }
         #expect(skipped.count <= 1 && skipped.allSatisfy { $0 <= 16 }, "numbers skipped: \(numbers)")
-        print("simulcast send (\(codec)): sizes \(sizes), numbers skipped at the pause \(skipped.map { $0 - 1 })")
+        print(
+            "simulcast send (\(codec), \(format)): sizes \(sizes), numbers skipped at the pause \(skipped.map { $0 - 1 })"
+        )
     }
 }
