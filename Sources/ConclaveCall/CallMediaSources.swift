@@ -49,6 +49,8 @@ public final class RebasingFrameSource: EncodedFrameSource, @unchecked Sendable 
 
     public var simulcastLayers: Int { inner.simulcastLayers }
 
+    public var simulcastLayersSent: Int { inner.simulcastLayersSent }
+
     /// Makes the next frame's media time zero.
     public func rebase() { offset = nil }
 

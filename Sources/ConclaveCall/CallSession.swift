@@ -243,6 +243,7 @@ public actor CallSession {
         let snapshot = tracker.snapshot(loss: loss)
         let sent = leg?.senders.reduce(0) { $0 + $1.sent.frames } ?? 0
         let failures = leg?.senders.reduce(0) { $0 + $1.sent.encryptionFailures } ?? 0
+        let layers = leg?.senders.map(\.sent).first { $0.simulcastLayers > 1 }
         return CallStatus(
             elapsedMs: tracker.milliseconds(.now),
             startedAtUnixMs: tracker.originUnixMs,
@@ -254,6 +255,8 @@ public actor CallSession {
             feed: leg?.publisher.feedID,
             framesSent: previousSent + sent,
             encryptionFailures: previousEncryptionFailures + failures,
+            videoLayers: layers?.simulcastLayers,
+            videoLayersSent: layers?.simulcastLayersSent,
             recording: snapshot.recording,
             participants: snapshot.participants,
             recoveries: snapshot.recoveries

@@ -15,6 +15,9 @@ public struct SendStatistics: Sendable, Hashable {
     public var keyframeRequests = 0
     /// Frames not sent because encryption failed (no key, say).
     public var encryptionFailures = 0
+    /// Simulcast layers of the video (1 without simulcast) and how many are sent now.
+    public var simulcastLayers = 1
+    public var simulcastLayersSent = 1
 }
 
 /// Sends one stream: frames from a source, paced on the media clock, through the end-to-end
@@ -42,6 +45,10 @@ public final class MediaSender: @unchecked Sendable {
         self.encryptor = encryptor
         self.publisher = publisher
         self.logger = logger
+        statistics.withLock {
+            $0.simulcastLayers = source.simulcastLayers
+            $0.simulcastLayersSent = source.simulcastLayersSent
+        }
     }
 
     /// Asks the source for a keyframe before its next frame (thread-safe).
@@ -76,6 +83,19 @@ public final class MediaSender: @unchecked Sendable {
                 try source.setBitrate(bitrate)
             } catch {
                 logger.debug("bitrate change refused", metadata: ["bitrate": "\(bitrate)", "error": "\(error)"])
+            }
+            let sent = source.simulcastLayersSent
+            let before = statistics.withLock { statistics in
+                defer { statistics.simulcastLayersSent = sent }
+                return statistics.simulcastLayersSent
+            }
+            if sent != before {
+                logger.info(
+                    "simulcast layers sent",
+                    metadata: [
+                        "sent": "\(sent) of \(source.simulcastLayers)", "estimate": "\(bitrate / 1000) kbit/s",
+                    ]
+                )
             }
         }
     }

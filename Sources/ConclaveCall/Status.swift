@@ -68,6 +68,10 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     public var feed: UInt64?
     public var framesSent: Int
     public var encryptionFailures: Int
+    /// With simulcast (`join --simulcast`), the video's layers and how many are sent now (the
+    /// others paused: the bitrate Janus allows does not fit them); nil without.
+    public var videoLayers: Int? = nil
+    public var videoLayersSent: Int? = nil
     /// Recording state (`off` until a recorder reports).
     public var recording: String
     public var participants: [Participant]
@@ -77,7 +81,8 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     public func terminalText() -> String {
         var lines = [
             "call \(callId)  room \(room)  as \(display)  feed \(feed.map(String.init) ?? "-")",
-            "state \(state.rawValue)  janus \(janus.rawValue)  sent \(framesSent) frames  recording \(recording)  "
+            "state \(state.rawValue)  janus \(janus.rawValue)  sent \(framesSent) frames"
+                + (videoLayers.map { "  layers \(videoLayersSent ?? $0)/\($0)" } ?? "") + "  recording \(recording)  "
                 + String(format: "%.0f s", Double(elapsedMs) / 1000),
             "",
             pad("PARTICIPANT", 22) + pad("CODECS", 12) + pad("KBIT/S", 8) + pad("FPS", 6) + pad("LOSS", 7)

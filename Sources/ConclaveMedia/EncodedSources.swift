@@ -29,12 +29,16 @@ public protocol EncodedFrameSource: AnyObject {
     /// The simulcast layers the frames come in (``EncodedFrame/simulcastLayer``); 1, the
     /// default, for a source without simulcast.
     var simulcastLayers: Int { get }
+    /// How many of those are sent now (the rest paused for want of bitrate); all by default.
+    var simulcastLayersSent: Int { get }
 }
 
 extension EncodedFrameSource {
     public func waitUntilReady() async throws {}
 
     public var simulcastLayers: Int { 1 }
+
+    public var simulcastLayersSent: Int { simulcastLayers }
 
     /// Hands every frame to `deliver` at its due time on the media clock until the source ends or
     /// the task is cancelled.

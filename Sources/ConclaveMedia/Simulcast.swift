@@ -141,6 +141,8 @@ public final class SimulcastVideoSource: EncodedFrameSource {
 
     public var simulcastLayers: Int { layers.count }
 
+    public var simulcastLayersSent: Int { rates.count { $0 != nil } }
+
     public func requestKeyframe() { keyframeRequested = true }
 
     public func setBitrate(_ bitsPerSecond: Int) throws {

@@ -97,6 +97,9 @@ import Testing
             seen.switches.dropFirst(switchesBeforeCap).contains { $0.substream == .medium }
         }
         let down = ContinuousClock.now - capped
+        let cappedStatus = await sender.status()
+        #expect(cappedStatus.videoLayers == 3 && cappedStatus.videoLayersSent == 2, "under the cap")
+        #expect(cappedStatus.terminalText().contains("layers 2/3"), "\(cappedStatus.terminalText())")
         try await frames(30, of: .medium)
         let lifted = ContinuousClock.now
         let switchesBeforeLift = observer.seen.withLock { $0.switches.count }
@@ -105,6 +108,7 @@ import Testing
             seen.switches.dropFirst(switchesBeforeLift).contains { $0.substream == .high }
         }
         let up = ContinuousClock.now - lifted
+        #expect(await sender.status().videoLayersSent == 3, "after the cap")
         try await frames(30, of: .high)
 
         await subscription.close()
