@@ -34,6 +34,18 @@
    part 1 every receiver also publishes audio only (Chromium its fake microphone, Conclave its tone):
    one Opus encoder each, in both figures.
 
+3. Send CPU with simulcast: in a room of their own, each alone (one after the other, so that
+   neither starves the other), over S seconds:
+     Chromium: web/index.html?simulcast=1&audio=no, its fake camera (640x480/30) sent as three VP8
+       layers (640x480, 320x240, 160x120; the field trial WebRTC-LegacySimulcastLayerLimit/Disabled
+       lets headless Chromium send three at this size); CPU of all its processes;
+     Conclave: `join --video pattern --codec vp8 --simulcast 3 --audio none` (the same three
+       layers of the pattern), and the same without --simulcast (one layer) for reference.
+   Frames encoded per second per layer are printed beside (Chromium's outbound getStats per rid;
+   Conclave's framesSent over its layers sent), so a side that drops frames is seen. The two
+   encode different pictures (Chromium's fake camera, Conclave's pattern), both simple
+   synthetic motion.
+
 Chromium runs with the flags of Tests/ConclaveTestSupport/TestChromium.swift: headless, DevTools
 over a pipe (no port), `--host-resolver-rules` leaving it localhost and Janus only, no background
 networking, component updates, sync or domain reliability, no mDNS host candidates; the page uses
@@ -144,7 +156,7 @@ def process_type(pid):
 class Chromium:
     """Headless Chromium driven over --remote-debugging-pipe, serving web/ on 127.0.0.1."""
 
-    def __init__(self, folder, janus_host, name):
+    def __init__(self, folder, janus_host, name, extra_flags=()):
         self.folder = os.path.join(folder, name)
         site = os.path.join(self.folder, "site")
         shutil.copytree(os.path.join(ROOT, "web"), site)
@@ -167,8 +179,8 @@ class Chromium:
             "--metrics-recording-only", "--disable-breakpad", "--disable-features=WebRtcHideLocalIpsWithMdns",
             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE %s" % janus_host,
             "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream", "about:blank",
-        ]
+            "--use-fake-device-for-media-stream",
+        ] + list(extra_flags) + ["about:blank"]
         to_browser_read, self.to_browser = os.pipe()
         self.from_browser, from_browser_write = os.pipe()
 
@@ -444,6 +456,66 @@ class Bench:
         print("  video fps: frames decoded (chromium) or received (conclave) per second, all feeds together.")
 
 
+    # MARK: 3. Send CPU with simulcast
+
+    def send_cpu(self):
+        seconds = self.arguments.seconds
+        hz = os.sysconf("SC_CLK_TCK")
+        rows = []
+
+        browser = Chromium(self.folder, self.janus_host, "simulcast-sender",
+                           ["--force-fieldtrials=WebRTC-LegacySimulcastLayerLimit/Disabled/"])
+        browser.open({"server": self.janus, "room": self.room(), "display": "csend:ChromiumSender", "audio": "no",
+                      "codec": "vp8", "width": "640", "height": "480", "simulcast": "1", "pattern": "no"})
+        browser.wait("s.published && Object.values(s.outbound).filter(c => c.kind == 'video'"
+                     " && c.framesEncoded >= 60).length == 3", 60)
+
+        def encoded():
+            stats = browser.evaluate("conclavePeer.stats()")
+            return {key: c["framesEncoded"] for key, c in stats["outbound"].items() if c["kind"] == "video"}
+
+        before, before_frames, started = browser.cpu(), encoded(), time.monotonic()
+        time.sleep(seconds)  # the measuring window, not a synchronisation
+        after, after_frames = browser.cpu(), encoded()
+        wall = time.monotonic() - started
+        rows.append(("chromium, 3 layers (all processes)",
+                     sum(after.values()) - sum(before.get(k, 0) for k in after),
+                     "/".join("%.1f" % ((after_frames[k] - before_frames.get(k, 0)) / wall)
+                              for k in sorted(after_frames)), wall))
+        browser.evaluate("conclavePeer.leave()")
+        os.killpg(browser.process.pid, signal.SIGKILL)  # its whole tree: nothing of it runs beside Conclave
+        browser.process.wait()
+
+        def latest(path):
+            with open(path) as lines:
+                return json.loads([line for line in lines if line.startswith("{")][-1])
+
+        for name, layers in (("conclave --simulcast 3", 3), ("conclave, one layer", 1)):
+            process, path = self.join(self.room(), "ksend:Sender", "--video", "pattern", "--codec", "vp8",
+                                      "--width", "640", "--height", "480", "--fps", "30", "--audio", "none",
+                                      "--simulcast", str(layers), "--no-window", "--speaker", "none",
+                                      name="send%d" % layers)
+            self.status_until(path, process, lambda s: s.get("framesSent", 0) >= 60 * layers, 60)
+            first = latest(path)
+            ticks_before, started = ticks(process.pid), time.monotonic()
+            time.sleep(seconds)  # the measuring window, not a synchronisation
+            ticks_after = ticks(process.pid)
+            wall = time.monotonic() - started
+            last = latest(path)
+            sent = last.get("videoLayersSent", 1)
+            fps = (last["framesSent"] - first["framesSent"]) / max(1, (last["elapsedMs"] - first["elapsedMs"]) / 1000)
+            rows.append(("%s (%d sent)" % (name, sent), ticks_after - ticks_before,
+                         "/".join(["%.1f" % (fps / sent)] * sent), wall))
+            leave(process)
+
+        base = rows[0][1] / hz / rows[0][3]
+        print("\nsend CPU, VP8 640x480/30 (CPU seconds per second; ratio to Chromium sending three layers):")
+        print("  %-44s %8s %8s   %s" % ("sender", "cpu", "ratio", "frames/s per layer"))
+        for name, delta, fps, wall in rows:
+            value = delta / hz / wall
+            print("  %-44s %8.3f %8.2f   %s" % (name, value, value / base, fps))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conclave", required=True)
@@ -451,17 +523,19 @@ def main():
     parser.add_argument("--feeds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--display", help="an X display for `conclave join --window`")
-    parser.add_argument("--only", choices=["join", "cpu"])
+    parser.add_argument("--only", choices=["join", "cpu", "send"])
     arguments = parser.parse_args()
     ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: Chromium's crash handler leaves its tree
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     folder = tempfile.mkdtemp(prefix="conclave-browser-bench.")
     try:
         bench = Bench(arguments, folder)
-        if arguments.only != "cpu":
+        if arguments.only in (None, "join"):
             bench.join_times()
-        if arguments.only != "join":
+        if arguments.only in (None, "cpu"):
             bench.receive_cpu()
+        if arguments.only in (None, "send"):
+            bench.send_cpu()
     except Failure as failure:
         print("bench/browser: %s" % failure, file=sys.stderr)
         return 1
