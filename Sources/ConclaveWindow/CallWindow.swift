@@ -74,7 +74,10 @@ public final class CallWindow: Sendable {
 
     /// The newest picture of a participant (I420). Replaces one not yet drawn.
     public func show(picture: VideoFrame, for id: UInt64) {
-        mailbox.post { $0.pictures[id] = picture }
+        mailbox.post {
+            $0.pictures[id] = picture
+            $0.pictureCounts[id, default: 0] += 1
+        }
     }
 
     /// A participant's indicators.
@@ -147,6 +150,9 @@ struct WindowMail: Sendable {
     var changes: [WindowChange] = []
     /// The newest picture of each participant.
     var pictures: [UInt64: VideoFrame] = [:]
+    /// How many pictures each participant sent since the last look, replaced ones included: the
+    /// rate the window paces its presents to (``PresentPacing``).
+    var pictureCounts: [UInt64: Int] = [:]
     /// Keys pressed (true) and released (false) by ``CallWindow/press(_:)`` and ``CallWindow/release(_:)``.
     var keys: [(WindowKey, Bool)] = []
     var snapshots: [CheckedContinuation<WindowSnapshot?, Never>] = []

@@ -274,6 +274,7 @@ final class WindowLoop {
             }
         }
         for (id, picture) in mail.pictures { upload(picture, for: id) }
+        pacing.picturesArrived(mail.pictureCounts, now: SDL_GetTicks64())
         for (key, down) in mail.keys { pushKey(key, down: down) }
         if mail.stop { running = false }
         if !mail.changes.isEmpty || !mail.pictures.isEmpty { dirty = true }

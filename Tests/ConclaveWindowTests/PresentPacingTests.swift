@@ -37,11 +37,34 @@ struct PresentPacingTests {
         #expect(presents >= 45)
     }
 
+    @Test func presentsNoFasterThanTheFastestTilesPicturesPlusAQuarter() {
+        var pacing = PresentPacing(refreshRate: 60)
+        // Three tiles at 30 fps for a second: 37 presents a second at most, not 60.
+        for step in 0...30 {
+            pacing.picturesArrived([1: 1, 2: 1, 3: 1], now: 10_000 + UInt64(step) * 34)
+        }
+        #expect(pacing.interval == 1_000 / 37)
+        var presents = 0
+        var now: UInt64 = 20_000
+        for _ in 0..<90 {  // a picture every 11 ms, as before
+            if pacing.decide(dirty: true, now: now) == .present { presents += 1 }
+            now += 11
+        }
+        #expect(presents >= 30 && presents <= 38, "\(presents) presents in a second")
+        // One tile at 60 fps: back to the display's refresh.
+        for step in 0...61 { pacing.picturesArrived([4: 1], now: 30_000 + UInt64(step) * 17) }
+        #expect(pacing.interval == pacing.refreshInterval)
+        // Nothing but a slide now and then: the refresh too, so a key press shows at once.
+        pacing.picturesArrived([4: 1], now: 40_000)
+        pacing.picturesArrived([4: 1], now: 41_100)
+        #expect(pacing.interval == pacing.refreshInterval)
+    }
+
     @Test func unknownRefreshRateMeansSixtyHertz() {
-        #expect(PresentPacing(refreshRate: 0).interval == 16)
-        #expect(PresentPacing(refreshRate: -3).interval == 16)
-        #expect(PresentPacing(refreshRate: 144).interval == 6)
-        #expect(PresentPacing(refreshRate: 5_000).interval == 1)
+        #expect(PresentPacing(refreshRate: 0).refreshInterval == 16)
+        #expect(PresentPacing(refreshRate: -3).refreshInterval == 16)
+        #expect(PresentPacing(refreshRate: 144).refreshInterval == 6)
+        #expect(PresentPacing(refreshRate: 5_000).refreshInterval == 1)
     }
 
     @Test func aClockGoingBackPresentsRatherThanStalls() {

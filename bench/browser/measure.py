@@ -36,7 +36,7 @@
 
 3. Send CPU with simulcast: in a room of their own, each alone (one after the other, so that
    neither starves the other), over S seconds:
-     Chromium: web/index.html?simulcast=1&audio=no, its fake camera (640x480/30) sent as three VP8
+     Chromium: web/index.html?simulcast=1&audio=no&fps=30, its fake camera (640x480/30) sent as three VP8
        layers (640x480, 320x240, 160x120; the field trial WebRTC-LegacySimulcastLayerLimit/Disabled
        lets headless Chromium send three at this size); CPU of all its processes;
      Conclave: `join --video pattern --codec vp8 --simulcast 3 --audio none` (the same three
@@ -464,9 +464,11 @@ class Bench:
         rows = []
 
         browser = Chromium(self.folder, self.janus_host, "simulcast-sender",
-                           ["--force-fieldtrials=WebRTC-LegacySimulcastLayerLimit/Disabled/"])
+                           ["--force-fieldtrials=WebRTC-LegacySimulcastLayerLimit/Disabled/",
+                            # The fake camera's own rate is 20 fps; the same 30 as Conclave's.
+                            "--use-fake-device-for-media-stream=fps=30"])
         browser.open({"server": self.janus, "room": self.room(), "display": "csend:ChromiumSender", "audio": "no",
-                      "codec": "vp8", "width": "640", "height": "480", "simulcast": "1", "pattern": "no"})
+                      "codec": "vp8", "width": "640", "height": "480", "fps": "30", "simulcast": "1", "pattern": "no"})
         browser.wait("s.published && Object.values(s.outbound).filter(c => c.kind == 'video'"
                      " && c.framesEncoded >= 60).length == 3", 60)
 
