@@ -301,7 +301,11 @@ let package = Package(
         ),
 
         // MARK: Tests, mirroring the targets
-        .target(name: "ConclaveTestSupport", dependencies: ["JanusTestBed"], path: "Tests/ConclaveTestSupport"),
+        .target(
+            name: "ConclaveTestSupport",
+            dependencies: ["JanusTestBed", "ConclaveAV", "ConclaveCore", "ConclaveMedia", "ConclaveOpus"],
+            path: "Tests/ConclaveTestSupport"
+        ),
         .testTarget(
             name: "ConclaveComposeTests",
             dependencies: [

@@ -16,11 +16,15 @@ import Testing
 /// localhost and the test bed's Janus, and the page's peer connections have no STUN server.
 ///
 /// Chromium's camera plays Conclave's own test pattern from a Y4M file, so the recording's frames
-/// carry their numbers; Conclave's pattern, received by Chromium, is read back from a canvas by
-/// the page. Each call lasts at most about 10 seconds.
+/// carry their numbers, and its microphone the tone from a WAV whose beeps fall on the pattern's
+/// flashes, so the recording's A/V sync can be measured; Conclave's pattern, received by
+/// Chromium, is read back from a canvas by the page. Each call lasts at most about 10 seconds.
 @Suite(.serialized) struct BrowserInteropTests {
-    /// Pictures in Chromium's looped camera file: its frame numbers count modulo this.
-    static let loopFrames = 300
+    /// Pictures in Chromium's looped camera file: its frame numbers count modulo this. One short
+    /// of 10 s, because Chromium's Y4M reader shows the first picture twice at each loop (it
+    /// rewinds and reads it without moving past it): the camera's loop lasts 300 pictures, 10 s,
+    /// as long as the microphone's, so the two stay in step loop after loop.
+    static let loopFrames = 299
     static let width = 320
     static let height = 240
 
@@ -70,7 +74,9 @@ import Testing
         #expect(errors.isEmpty, "decoding \(file): \(errors)")
         let streams = try FFmpeg.probeStreams(file)
         #expect(streams.contains(codec) && streams.contains("opus"), "streams: \(streams)")
-        let numbers = try patternNumbers(in: file)
+        // The pattern's numbers, flashes and beeps, from one decoding of the file.
+        let analysis = try RecordedFileAnalysis(path: file, startOffset: 0)
+        let numbers = (pictures: analysis.frameNumbers.count, read: analysis.frameNumbers.filter { $0 >= 0 })
         #expect(numbers.pictures >= 150, "\(numbers.pictures) pictures in 8 s of recording")
         #expect(numbers.read.count == numbers.pictures, "every picture carries its number: \(numbers)")
         let packets = try FFmpeg.packetCount(file, stream: "v:0")
@@ -95,9 +101,24 @@ import Testing
         let status = recorded.output.split(separator: "\n").last { $0.contains("framesLost") } ?? ""
         let videoLost = try videoFramesLost(status: String(status))
         #expect(videoLost == 0, "video frames lost on the way: \(videoLost)")
+        // A/V in sync: each flash against the nearest beep, in the file's presentation times, in
+        // milliseconds, positive when the beep comes after its flash. The recorder places the
+        // tracks by the sender reports it gets, which Janus writes from when it relayed each
+        // stream (it does not pass Chromium's on), so the figure holds Chromium's capture and
+        // sending as well as the recorder. A flash with no beep within half a second is past
+        // either end of the audio.
+        let offsets = analysis.flashTimes.compactMap { flash -> Int? in
+            guard let beep = analysis.beepTimes.min(by: { abs($0 - flash) < abs($1 - flash) }), abs(beep - flash) < 0.5
+            else { return nil }
+            return Int(((beep - flash) * 1000).rounded())
+        }
+        try #require(offsets.count >= 5, "flashes at \(analysis.flashTimes) s, beeps at \(analysis.beepTimes) s")
+        let median = offsets.sorted()[offsets.count / 2]
+        #expect(abs(median) <= 40, "A/V offsets (audio minus video): \(offsets) ms")
         print(
             "browser → conclave \(codec): \(numbers.pictures) pictures recorded, \(repeated) repeated,"
-                + " \(skipped) numbers skipped, \(dropped) frames dropped by Chromium's encoder"
+                + " \(skipped) numbers skipped, \(dropped) frames dropped by Chromium's encoder; A/V offsets"
+                + " (audio minus video) \(offsets) ms, median \(median) ms, largest \(offsets.map(abs).max() ?? 0) ms"
         )
         _ = try await chromium.evaluate("conclavePeer.leave()")
         if videoLost == 0 { try? FileManager.default.removeItem(at: directory) }  // else kept for a look
@@ -218,17 +239,21 @@ import Testing
         ]
     }
 
-    /// Chromium's camera and microphone: the test pattern (numbered pictures) and the tone.
+    /// Chromium's camera and microphone: the test pattern (numbered pictures) and the tone. The
+    /// pattern flashes half a second into each second, not on the first picture (shown twice),
+    /// and the sound, taken from the tone half a second in, beeps at the same instants.
     func writeMedia(in directory: URL) throws -> TestChromium.Media {
         let video = directory.appendingPathComponent("pattern.y4m")
         let layout = try PatternLayout(width: Self.width, height: Self.height)
         let pictures = try Y4MWriter(path: video.path, width: Self.width, height: Self.height, frameRate: 30)
         for index in 0..<Self.loopFrames {
-            try pictures.write(PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0))
+            let flash = index % 30 == 15
+            try pictures.write(PatternSource.render(layout: layout, frameNumber: index, flash: flash, rtpTimestamp: 0))
         }
         try pictures.close()
         let audio = directory.appendingPathComponent("tone.wav")
-        let tone = try ToneSource(frameLimit: 500)
+        let tone = try ToneSource(frameLimit: 525)  // 10.5 s of 20 ms frames
+        for _ in 0..<25 { _ = try tone.nextFrame() }
         let writer = try WAVWriter(path: audio.path, channels: tone.channels)
         while let frame = try tone.nextFrame() { try writer.write(frame) }
         try writer.close()
