@@ -21,6 +21,10 @@ public final class VideoScaler {
     /// The output height.
     public let height: Int
     private var context: OpaquePointer?
+    /// The output planes' strides and where the U and V planes start: fixed by the output size,
+    /// so worked out once rather than per picture.
+    private let outputStrides: [Int32]
+    private let outputPlaneOffsets: (u: Int, v: Int)
 
     /// A scaler to `width`×`height` (even, positive).
     public init(width: Int, height: Int) throws(VideoScalerError) {
@@ -29,6 +33,8 @@ public final class VideoScaler {
         }
         self.width = width
         self.height = height
+        outputStrides = [Int32(width), Int32(width / 2), Int32(width / 2), 0]
+        outputPlaneOffsets = (width * height, width * height + (width / 2) * (height / 2))
     }
 
     deinit { sws_freeContext(context) }
@@ -53,10 +59,8 @@ public final class VideoScaler {
         guard let context else {
             throw VideoScalerError(reason: "libswscale refused \(frame.width)x\(frame.height) to \(width)x\(height)")
         }
-        let outputLuma = width * height
-        let outputChroma = (width / 2) * (height / 2)
         let sourceStrides: [Int32] = [Int32(frame.width), Int32(frame.width / 2), Int32(frame.width / 2), 0]
-        let outputStrides: [Int32] = [Int32(width), Int32(width / 2), Int32(width / 2), 0]
+        let (outputStrides, offsets) = (self.outputStrides, outputPlaneOffsets)
         var rows: Int32 = 0
         // libswscale writes every byte of the three planes, so the buffer is not cleared first.
         let data = [UInt8](unsafeUninitializedCapacity: VideoFrame.byteCount(width: width, height: height)) {
@@ -69,7 +73,7 @@ public final class VideoScaler {
                     sourceBase, sourceBase + frame.uOffset, sourceBase + frame.vOffset, nil,
                 ]
                 let outputs: [UnsafeMutablePointer<UInt8>?] = [
-                    outputBase, outputBase + outputLuma, outputBase + outputLuma + outputChroma, nil,
+                    outputBase, outputBase + offsets.u, outputBase + offsets.v, nil,
                 ]
                 rows = sws_scale(context, sources, sourceStrides, 0, Int32(frame.height), outputs, outputStrides)
             }

@@ -276,7 +276,7 @@ struct CallOptions: ParsableArguments {
 
     func validate() throws {
         guard (1...3).contains(simulcast) else {
-            throw ValidationError("--simulcast: 2 or 3 layers (1 for none), not \(simulcast)")
+            throw ValidationError("--simulcast: \(SimulcastError.layerCount(simulcast))")
         }
         if let composite {
             guard record != nil else { throw ValidationError("--composite needs --record DIR") }

@@ -88,26 +88,26 @@ import Testing
         #expect(try await subscription.selectLayer(.high, feedID: feed))
         try await frames(30, of: .high)
 
+        /// Caps what the sender sends at `bitrate` and returns how long until Janus moved the
+        /// subscriber onto `layer`.
+        func cap(at bitrate: Int, until layer: VideoRoom.Substream) async throws -> Duration {
+            let started = ContinuousClock.now
+            let switchesBefore = observer.seen.withLock { $0.switches.count }
+            try await sender.limitSentBitrate(bitrate)
+            try await observer.wait(for: .seconds(10), "the \(layer) layer at \(bitrate) bit/s") { seen in
+                seen.switches.dropFirst(switchesBefore).contains { $0.substream == layer }
+            }
+            return ContinuousClock.now - started
+        }
+
         // 300 kbit/s leaves room for the low and medium layers only: the top one stops, and Janus
         // moves the subscriber, which still asks for it, down to what is sent.
-        let capped = ContinuousClock.now
-        let switchesBeforeCap = observer.seen.withLock { $0.switches.count }
-        try await sender.limitSentBitrate(300_000)
-        try await observer.wait(for: .seconds(10), "the medium layer under the cap") { seen in
-            seen.switches.dropFirst(switchesBeforeCap).contains { $0.substream == .medium }
-        }
-        let down = ContinuousClock.now - capped
+        let down = try await cap(at: 300_000, until: .medium)
         let cappedStatus = await sender.status()
         #expect(cappedStatus.videoLayers == 3 && cappedStatus.videoLayersSent == 2, "under the cap")
         #expect(cappedStatus.terminalText().contains("layers 2/3"), "\(cappedStatus.terminalText())")
         try await frames(30, of: .medium)
-        let lifted = ContinuousClock.now
-        let switchesBeforeLift = observer.seen.withLock { $0.switches.count }
-        try await sender.limitSentBitrate(2_000_000)
-        try await observer.wait(for: .seconds(10), "the high layer again") { seen in
-            seen.switches.dropFirst(switchesBeforeLift).contains { $0.substream == .high }
-        }
-        let up = ContinuousClock.now - lifted
+        let up = try await cap(at: 2_000_000, until: .high)
         #expect(await sender.status().videoLayersSent == 3, "after the cap")
         try await frames(30, of: .high)
 
