@@ -291,6 +291,11 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
                 """
         }
         try conf.write(to: node.directory.appendingPathComponent("rabbitmq.conf"), atomically: true, encoding: .utf8)
+        // Only what the node loads on its code path (``PluginFolder``), else the installed folder.
+        _ = PluginFolder.make(
+            at: node.directory.appendingPathComponent("plugins"),
+            enabledPlugins: try read("enabled_plugins")
+        )
         for name in ["enabled_plugins", "definitions.json"] {
             try read(name).write(to: node.directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
@@ -318,6 +323,8 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
             "RABBITMQ_FEATURE_FLAGS_FILE": node.directory.appendingPathComponent("mnesia/feature_flags").path,
             "ERL_EPMD_ADDRESS": node.address,
         ]) { $1 }
+        let plugins = node.directory.appendingPathComponent("plugins")
+        if FileManager.default.fileExists(atPath: plugins.path) { environment["RABBITMQ_PLUGINS_DIR"] = plugins.path }
         return environment
     }
 

@@ -168,6 +168,11 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         var conf = try read("rabbitmq.conf")
         for (key, value) in values { conf = conf.replacingOccurrences(of: key, with: value) }
         try conf.write(to: directory.appendingPathComponent("rabbitmq.conf"), atomically: true, encoding: .utf8)
+        // Only what the node loads on its code path (``PluginFolder``), else the installed folder.
+        _ = PluginFolder.make(
+            at: directory.appendingPathComponent("plugins"),
+            enabledPlugins: try read("enabled_plugins")
+        )
         for name in ["enabled_plugins", "definitions.json"] {
             try read(name).write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
@@ -198,6 +203,8 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
             "ERL_EPMD_ADDRESS": "127.0.0.1",
             "ERL_EPMD_PORT": "\(epmdPort)",
         ]) { $1 }
+        let plugins = directory.appendingPathComponent("plugins")
+        if FileManager.default.fileExists(atPath: plugins.path) { environment["RABBITMQ_PLUGINS_DIR"] = plugins.path }
         return environment
     }
 
