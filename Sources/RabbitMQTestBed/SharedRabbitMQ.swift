@@ -13,9 +13,9 @@ extension RabbitMQTestBed {
     /// it runs, so tests that never stop, restart or pause the broker take this one. ``stop()``
     /// hands it back: every user and the virtual host are deleted (closing every connection and
     /// queue of the test) and the topology is imported again, in one call of Erlang expressions on
-    /// the node, before the next test may have it. While another test holds it (parallel runs) the caller gets a
-    /// private broker instead of waiting, so tests never share state and never wait on each
-    /// other. Tests that stop, restart or pause the broker start a private one with ``init()``.
+    /// the node, before the next test may have it. While another test holds it (parallel runs)
+    /// the caller gets a private broker instead of waiting, so tests never share state and never
+    /// wait on each other. Tests that stop, restart or pause the broker start a private one with ``init()``.
     /// The shared node is killed when the process exits, and by an ``ExitWatchdog`` when the
     /// process is killed.
     public static func shared() throws -> RabbitMQTestBed {
