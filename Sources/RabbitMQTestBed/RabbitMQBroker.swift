@@ -1,12 +1,22 @@
 import Foundation
 
-/// A running broker (``RabbitMQTestBed``, ``RabbitMQCluster``) whose users and queues tests manage
-/// with `rabbitmqctl`. Users live in the cluster's shared schema: made on one node, they log in on all.
+/// A running broker (``RabbitMQTestBed``, ``RabbitMQCluster``) whose users and queues tests manage.
+/// Users live in the cluster's shared schema: made on one node, they log in on all.
+///
+/// The helpers below call on the node the functions that the `rabbitmqctl` commands of the same
+/// name call, through ``evaluate(_:timeout:)`` (`erl_call`, milliseconds) rather than
+/// `rabbitmqctl` itself, which boots an Erlang VM for each command.
 public protocol RabbitMQBroker: Sendable {
     /// Runs `rabbitmqctl` against the broker (a running node of it); `input` goes to its standard
     /// input, which is how secrets travel (never in arguments).
     @discardableResult
     func rabbitmqctl(_ arguments: [String], input: String?) throws -> String
+
+    /// Evaluates Erlang `expressions` (separated by commas, without the final period; their value
+    /// must be `ok`) on a running node of the broker and returns what they printed. They travel
+    /// on standard input, never in arguments.
+    @discardableResult
+    func evaluate(_ expressions: String, timeout: Duration) throws -> String
 }
 
 extension RabbitMQBroker {
@@ -65,10 +75,9 @@ extension RabbitMQBroker {
 
     /// Creates (or replaces) a user with its permissions on ``RabbitMQTestBed/virtualHost`` and,
     /// with `topicRead`, its read permission on `ecall.signal.out` (writing none there), in one
-    /// `rabbitmqctl import_definitions`: each rabbitmqctl boots an Erlang VM (1–3 s on a loaded
-    /// machine), and the three separate commands this replaces were most of a test's set-up time.
-    /// The definitions, passcode included, travel on standard input, never in arguments, and an
-    /// error message never contains the passcode.
+    /// import of definitions (`rabbitmqctl import_definitions`'s `rabbit_definitions:import_raw`),
+    /// where separate commands would each be a call. The definitions, passcode included, travel on
+    /// standard input, never in arguments, and an error message never contains the passcode.
     public func importUser(
         login: String,
         passcode: String,
@@ -92,30 +101,77 @@ extension RabbitMQBroker {
         }
         let json = try JSONSerialization.data(withJSONObject: definitions, options: [.sortedKeys])
         do {
-            try rabbitmqctl(["import_definitions"], input: String(decoding: json, as: UTF8.self))
+            // Only the reason of a failure is printed (on one line), never the definitions.
+            try evaluate(
+                """
+                try rabbit_definitions:import_raw(\(ErlangCall.binary(String(decoding: json, as: UTF8.self)))) of
+                    ok -> ok;
+                    Other -> io:format("~0p", [Other]), failed
+                catch Class:Reason -> io:format("~0p", [{Class, Reason}]), failed
+                end
+                """,
+                timeout: .seconds(60)
+            )
         } catch {
             let message = "\(error)".replacingOccurrences(of: passcode, with: "<passcode>")
             throw RabbitMQTestBedError("cannot create the user \(login): \(message)")
         }
     }
 
-    /// Messages ready in `queue` (not yet delivered, or returned), as the broker counts them.
-    public func readyMessages(in queue: String) throws -> Int {
-        let output = try rabbitmqctl(
-            [
-                "list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name", "messages_ready",
-            ],
-            input: nil
-        )
-        for line in output.split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
-            if fields.count == 2, fields[0] == queue, let count = Int(fields[1]) { return count }
+    /// Info item `item` (`messages`, `messages_ready`, `consumers`: a number) of every queue of
+    /// ``RabbitMQTestBed/virtualHost``, by queue name, as `rabbitmqctl list_queues` reports it:
+    /// each running node reports the queues it leads. The counts of a quorum queue are refreshed
+    /// on its tick (config/rabbitmq/advanced.config).
+    public func queueInfo(_ item: String) throws -> [String: Int] {
+        guard item.allSatisfy({ $0.isLetter || $0 == "_" }) else {
+            throw RabbitMQTestBedError("not a queue info item: \(item)")
         }
-        throw RabbitMQTestBedError("no queue \(queue) in the virtual host \(RabbitMQTestBed.virtualHost)")
+        let output = try evaluate(
+            """
+            [io:format("~s\t~p~n", [Name, Value])
+                || [{name, {resource, _, queue, Name}}, {_, Value}]
+                    <- rabbit_amqqueue:collect_info_all(<<"\(RabbitMQTestBed.virtualHost)">>, [name, \(item)])],
+            ok
+            """,
+            timeout: .seconds(30)
+        )
+        var values: [String: Int] = [:]
+        for line in output.split(separator: "\n") {
+            let fields = line.split(separator: "\t")
+            guard fields.count == 2, let value = Int(fields[1]) else {
+                throw RabbitMQTestBedError("unexpected queue info line: \(line.prefix(200))")
+            }
+            values[String(fields[0])] = value
+        }
+        return values
     }
 
-    /// Deletes device `id`'s user: the broker closes its connections, and later CONNECTs are refused.
+    /// Messages ready in `queue` (not yet delivered, or returned), as the broker counts them.
+    public func readyMessages(in queue: String) throws -> Int {
+        guard let count = try queueInfo("messages_ready")[queue] else {
+            throw RabbitMQTestBedError("no queue \(queue) in the virtual host \(RabbitMQTestBed.virtualHost)")
+        }
+        return count
+    }
+
+    /// The logins of every user.
+    public func users() throws -> [String] {
+        try evaluate(
+            """
+            [io:format("~s~n", [internal_user:get_username(U)]) || U <- rabbit_auth_backend_internal:all_users()],
+            ok
+            """,
+            timeout: .seconds(30)
+        ).split(separator: "\n").map(String.init)
+    }
+
+    /// Deletes device `id`'s user (as `rabbitmqctl delete_user`): the broker closes its
+    /// connections, and later CONNECTs are refused.
     public func revokeDevice(_ id: UInt64) throws {
-        try rabbitmqctl(["delete_user", RabbitMQTestBed.login(forDevice: id)], input: nil)
+        let login = RabbitMQTestBed.login(forDevice: id)
+        try evaluate(
+            "ok = rabbit_auth_backend_internal:delete_user(<<\"\(login)\">>, <<\"conclave-testbed\">>)",
+            timeout: .seconds(30)
+        )
     }
 }

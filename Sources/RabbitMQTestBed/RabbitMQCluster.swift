@@ -12,8 +12,10 @@ import Logging
 /// for network test beds): the bridge has `.1`, node *i* has `.2 + i`, so the nodes reach each
 /// other (Erlang distribution, node names `rabbit@ADDRESS` with long names) and the tests reach
 /// every node, and nothing leaves the machine. Every node runs its own epmd on its own address,
-/// so default ports serve everywhere. Node 0 starts first and imports the definitions; the others
-/// join it (`join_cluster`), and the quorum queue is then grown onto every node.
+/// so default ports serve everywhere. Node 0 starts first; the others then start side by side and
+/// join it as they boot (peer discovery from the configuration, listing node 0). The definitions
+/// are imported on node 0 once all have joined, so the quorum queue is created with a replica on
+/// every node and its first leader on node 0, as on a running production cluster.
 ///
 /// ``kill(node:)`` is a machine lost (SIGKILL of the node's VM); ``start(node:)`` brings it back with
 /// its data, and it rejoins by itself. ``stop()`` kills everything in the namespaces, deletes them
@@ -49,9 +51,11 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
     private let lock = NSLock()
     private var pids: [Int: pid_t] = [:]
     private var stopped = false
+    /// Errors of nodes started side by side, by index.
+    private var startErrors: [Int: any Error] = [:]
 
-    /// Creates the namespaces, starts every node, clusters them and grows the quorum queues onto
-    /// every node.
+    /// Creates the namespaces, starts every node, clusters them and imports the definitions (the
+    /// quorum queue gets a replica on every node).
     public init(
         nodeCount: Int = 3,
         configuration: RabbitMQTestBed.Configuration = RabbitMQTestBed.Configuration(),
@@ -86,25 +90,24 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
         do {
             try createNetwork()
             for node in nodes { try writeConfiguration(node) }
-            for node in nodes { try launch(node) }
-            for node in nodes { try awaitStartup(node) }
-            for node in nodes.dropFirst() {
-                try rabbitmqctl(node: node.index, ["stop_app"])
-                try rabbitmqctl(node: node.index, ["reset"])
-                try rabbitmqctl(node: node.index, ["join_cluster", nodes[0].name])
-                try rabbitmqctl(node: node.index, ["start_app"])
-            }
-            for node in nodes.dropFirst() {
-                try Self.run(
-                    namespace: nodes[0].namespace,
-                    "rabbitmq-queues",
-                    [
-                        "-n", nodes[0].name, "-q", "grow", node.name, "all", "--vhost-pattern", ".*", "--queue-pattern",
-                        ".*",
-                    ],
-                    environment: environment(nodes[0])
-                )
-            }
+            // Node 0 alone first: a node that joins while node 0's database is not up yet fails
+            // its boot. The others boot together, each joining node 0 as it boots, instead of
+            // booting alone and restarting their application to join (stop_app, reset,
+            // join_cluster, start_app), which took a boot's time again for each, one after the other.
+            try start(node: 0)
+            try startTogether(nodes.dropFirst().map(\.index))
+            // Created now, with every node in it, rather than at node 0's boot and then grown onto
+            // the others: a replica added by a membership change moments before node 0 is killed
+            // (as the tests do) was seen missing from node 0's state when it restarted, which
+            // then elected itself alone.
+            let definitions = nodes[0].directory.appendingPathComponent("definitions.json").path
+            try evaluate(
+                node: 0,
+                """
+                {ok, Definitions} = file:read_file("\(definitions)"),
+                ok = rabbit_definitions:import_raw(Definitions)
+                """
+            )
         } catch {
             teardown()
             throw error
@@ -128,39 +131,57 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
     /// Starts node `index` again with its data; it rejoins the cluster. Returns once it serves.
     public func start(node index: Int) throws {
         let node = nodes[index]
-        try? FileManager.default.removeItem(at: pidFile(node))
-        try launch(node)
-        try awaitStartup(node)
+        let server = try launch(node)
+        try awaitStartup(node, server: server)
+    }
+
+    /// Starts `indices` at once (each on a thread of its own) and returns once all serve.
+    private func startTogether(_ indices: [Int]) throws {
+        let group = DispatchGroup()
+        for index in indices {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do { try self.start(node: index) } catch { self.lock.withLock { self.startErrors[index] = error } }
+            }.start()
+        }
+        group.wait()
+        let errors = lock.withLock { startErrors }
+        if let (_, error) = errors.sorted(by: { $0.key < $1.key }).first { throw error }
     }
 
     /// Node names the cluster reports as running, seen from node `index`.
     public func runningNodes(from index: Int = 0) throws -> [String] {
-        let output = try rabbitmqctl(node: index, ["eval", "rabbit_nodes:all_running()."])
-        return output.split(whereSeparator: { !($0.isLetter || $0.isNumber || "@.-_".contains($0)) })
-            .map(String.init).filter { $0.hasPrefix("rabbit@") }.sorted()
+        try evaluate(node: index, "[io:format(\"~s~n\", [Node]) || Node <- rabbit_nodes:all_running()], ok")
+            .split(separator: "\n").map(String.init).sorted()
     }
 
     /// The nodes holding a replica of quorum queue `queue` (in virtual host `ecall`), and those of
-    /// them online, seen from node `index`.
+    /// them online, seen from node `index` (as `rabbitmqctl list_queues name members online`).
     public func quorumMembers(of queue: String, from index: Int = 0) throws -> (members: [String], online: [String]) {
-        let output = try rabbitmqctl(
+        let output = try evaluate(
             node: index,
-            ["list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name", "members", "online"]
+            """
+            Join = fun (Nodes) when is_list(Nodes) -> lists:join(",", [atom_to_list(N) || N <- Nodes]);
+                       (_) -> ""  % a classic queue has no members
+                   end,
+            [io:format("~s\t~s\t~s~n", [Name, Join(Members), Join(Online)])
+                || [{name, {resource, _, queue, Name}}, {members, Members}, {online, Online}]
+                    <- rabbit_amqqueue:collect_info_all(<<"\(RabbitMQTestBed.virtualHost)">>, [name, members, online])],
+            ok
+            """
         )
-        for line in output.split(separator: "\n") where line.hasPrefix(queue + "\t") || line.hasPrefix(queue + " ") {
-            // `recorder.jobs  [rabbit@a, rabbit@b]  [rabbit@a]`
-            let lists = line.split(separator: "[").dropFirst().map { part in
-                part.prefix { $0 != "]" }.split(separator: ",").map {
-                    $0.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "'\"")))
-                }.filter { !$0.isEmpty }.sorted()
-            }
-            guard lists.count == 2 else { break }
-            return (lists[0], lists[1])
+        for line in output.split(separator: "\n") {
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            guard fields.count == 3, fields[0] == queue else { continue }
+            func nodes(_ field: Substring) -> [String] { field.split(separator: ",").map(String.init).sorted() }
+            return (nodes(fields[1]), nodes(fields[2]))
         }
         throw RabbitMQTestBedError("no quorum queue \(queue) on \(nodes[index].name): \(output.prefix(500))")
     }
 
-    /// Runs `rabbitmqctl` against node `index`, inside its namespace.
+    /// Runs `rabbitmqctl` against node `index`, inside its namespace. Each call boots an Erlang VM
+    /// (1–3 s): the test bed itself uses ``evaluate(node:_:timeout:)``.
     @discardableResult
     public func rabbitmqctl(node index: Int, _ arguments: [String], input: String? = nil) throws -> String {
         let node = nodes[index]
@@ -176,9 +197,34 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
     /// `rabbitmqctl` against the first node that runs (users and queues are the cluster's).
     @discardableResult
     public func rabbitmqctl(_ arguments: [String], input: String?) throws -> String {
+        try rabbitmqctl(node: try firstRunning(), arguments, input: input)
+    }
+
+    /// Evaluates Erlang `expressions` on node `index` (from inside its namespace) with `erl_call`
+    /// (see ``RabbitMQBroker/evaluate(_:timeout:)``) and returns what they printed.
+    @discardableResult
+    public func evaluate(node index: Int, _ expressions: String, timeout: Duration = .seconds(120)) throws -> String {
+        let node = nodes[index]
+        return try ErlangCall.evaluate(
+            expressions,
+            node: node.name,
+            longName: true,
+            environment: environment(node),
+            namespace: node.namespace,
+            timeout: timeout
+        )
+    }
+
+    /// Evaluates on the first node that runs (users and queues are the cluster's).
+    @discardableResult
+    public func evaluate(_ expressions: String, timeout: Duration) throws -> String {
+        try evaluate(node: try firstRunning(), expressions, timeout: timeout)
+    }
+
+    private func firstRunning() throws -> Int {
         let running = lock.withLock { pids.keys.sorted() }
         guard let index = running.first else { throw RabbitMQTestBedError("no node of the cluster runs") }
-        return try rabbitmqctl(node: index, arguments, input: input)
+        return index
     }
 
     /// The last lines of node `index`'s log.
@@ -232,14 +278,37 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
         ]
         var conf = try read("rabbitmq.conf")
         for (key, value) in values { conf = conf.replacingOccurrences(of: key, with: value) }
+        // No import at boot: the cluster imports the definitions once every node has joined.
+        conf = conf.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("definitions.") }.joined(separator: "\n")
+        if node.index > 0 {
+            // Joins node 0 at its first boot (node 0 is up by then); later boots rejoin from its data.
+            conf += """
+
+                cluster_formation.peer_discovery_backend = classic_config
+                cluster_formation.classic_config.nodes.1 = \(nodes[0].name)
+
+                """
+        }
         try conf.write(to: node.directory.appendingPathComponent("rabbitmq.conf"), atomically: true, encoding: .utf8)
+        // Only what the node loads on its code path (``PluginFolder``), else the installed folder.
+        _ = PluginFolder.make(
+            at: node.directory.appendingPathComponent("plugins"),
+            enabledPlugins: try read("enabled_plugins")
+        )
         for name in ["enabled_plugins", "definitions.json"] {
             try read(name).write(to: node.directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
+        // Optional: a template folder of one's own may have none.
+        if let advanced = try? read("advanced.config") {
+            try advanced.write(
+                to: node.directory.appendingPathComponent("advanced.config"),
+                atomically: true,
+                encoding: .utf8
+            )
+        }
         try RabbitMQTestBed.run("chown", ["-R", "rabbitmq:rabbitmq", node.directory.path])
     }
-
-    private func pidFile(_ node: Node) -> URL { node.directory.appendingPathComponent("node.pid") }
 
     private func environment(_ node: Node) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
@@ -249,16 +318,18 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
             "RABBITMQ_MNESIA_BASE": node.directory.appendingPathComponent("mnesia").path,
             "RABBITMQ_LOG_BASE": node.directory.appendingPathComponent("log").path,
             "RABBITMQ_CONFIG_FILE": node.directory.appendingPathComponent("rabbitmq").path,
+            "RABBITMQ_ADVANCED_CONFIG_FILE": node.directory.appendingPathComponent("advanced.config").path,
             "RABBITMQ_ENABLED_PLUGINS_FILE": node.directory.appendingPathComponent("enabled_plugins").path,
             "RABBITMQ_FEATURE_FLAGS_FILE": node.directory.appendingPathComponent("mnesia/feature_flags").path,
-            "RABBITMQ_PID_FILE": pidFile(node).path,
             "ERL_EPMD_ADDRESS": node.address,
         ]) { $1 }
+        let plugins = node.directory.appendingPathComponent("plugins")
+        if FileManager.default.fileExists(atPath: plugins.path) { environment["RABBITMQ_PLUGINS_DIR"] = plugins.path }
         return environment
     }
 
     /// Starts the node's server inside its namespace (epmd comes with the first start).
-    private func launch(_ node: Node) throws {
+    private func launch(_ node: Node) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try RabbitMQTestBed.which("ip"))
         process.arguments = ["netns", "exec", node.namespace, try RabbitMQTestBed.which("rabbitmq-server")]
@@ -274,20 +345,20 @@ public final class RabbitMQCluster: RabbitMQBroker, @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         try? handle.close()
+        return process
     }
 
-    /// Waits until the node's VM wrote its pid and the broker serves.
-    private func awaitStartup(_ node: Node) throws {
-        let seconds = max(Int(configuration.startTimeout.components.seconds), 1)
+    /// Waits until the node serves (``RabbitMQTestBed/awaitStartup(of:timeout:evaluate:)``).
+    private func awaitStartup(_ node: Node, server: Process) throws {
+        let pid: pid_t
         do {
-            try rabbitmqctl(node: node.index, ["wait", pidFile(node).path, "--timeout", "\(seconds)"])
-            try rabbitmqctl(node: node.index, ["await_startup", "--timeout", "\(seconds)"])
+            pid = try RabbitMQTestBed.awaitStartup(
+                of: server,
+                timeout: configuration.startTimeout,
+                evaluate: { try self.evaluate(node: node.index, $0, timeout: $1) }
+            )
         } catch {
             throw RabbitMQTestBedError("\(node.name) did not start: \(error)\n\(logTail(node: node.index))")
-        }
-        let text = (try? String(contentsOf: pidFile(node), encoding: .utf8)) ?? ""
-        guard let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw RabbitMQTestBedError("\(node.name) wrote no pid to \(pidFile(node).path)")
         }
         lock.withLock { pids[node.index] = pid }
         logger.debug("rabbitmq node started", metadata: ["node": "\(node.name)", "pid": "\(pid)"])

@@ -10,9 +10,11 @@ import Logging
 /// Every port is chosen free at start (AMQP, Web-STOMP, plain STOMP, Erlang distribution, and a
 /// private `epmd`, so nothing is shared with another broker on the machine). The node runs as the
 /// `rabbitmq` user (Debian's wrapper switches to it when started as root), so its folder belongs
-/// to that user. Readiness is `rabbitmqctl wait` on the node's pid file, not a fixed sleep.
-/// ``stop()`` kills the node and its epmd by pid and removes the folder. Tests that never stop,
-/// restart or pause the broker take the process's shared one with ``shared()`` instead.
+/// to that user. Readiness is the node's own `rabbit:await_startup`, not a fixed sleep, and the
+/// test bed controls the node with Erlang expressions over `erl_call` (``evaluate(_:timeout:)``), which
+/// costs milliseconds where each `rabbitmqctl` boots an Erlang VM. ``stop()`` kills the node and
+/// its epmd by pid and removes the folder. Tests that never stop, restart or pause the broker take
+/// the process's shared one with ``shared()`` instead.
 public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     // @unchecked: mutable state (`nodePID`, `stopped`) is guarded by `lock`.
 
@@ -166,8 +168,21 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         var conf = try read("rabbitmq.conf")
         for (key, value) in values { conf = conf.replacingOccurrences(of: key, with: value) }
         try conf.write(to: directory.appendingPathComponent("rabbitmq.conf"), atomically: true, encoding: .utf8)
+        // Only what the node loads on its code path (``PluginFolder``), else the installed folder.
+        _ = PluginFolder.make(
+            at: directory.appendingPathComponent("plugins"),
+            enabledPlugins: try read("enabled_plugins")
+        )
         for name in ["enabled_plugins", "definitions.json"] {
             try read(name).write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        // Optional: a template folder of one's own may have none.
+        if let advanced = try? read("advanced.config") {
+            try advanced.write(
+                to: directory.appendingPathComponent("advanced.config"),
+                atomically: true,
+                encoding: .utf8
+            )
         }
         try Self.run("chown", ["-R", "rabbitmq:rabbitmq", directory.path])
     }
@@ -180,6 +195,7 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
             "RABBITMQ_MNESIA_BASE": directory.appendingPathComponent("mnesia").path,
             "RABBITMQ_LOG_BASE": directory.appendingPathComponent("log").path,
             "RABBITMQ_CONFIG_FILE": directory.appendingPathComponent("rabbitmq").path,
+            "RABBITMQ_ADVANCED_CONFIG_FILE": directory.appendingPathComponent("advanced.config").path,
             "RABBITMQ_ENABLED_PLUGINS_FILE": directory.appendingPathComponent("enabled_plugins").path,
             "RABBITMQ_FEATURE_FLAGS_FILE": directory.appendingPathComponent("mnesia/feature_flags").path,
             "RABBITMQ_PID_FILE": pidFile.path,
@@ -187,6 +203,8 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
             "ERL_EPMD_ADDRESS": "127.0.0.1",
             "ERL_EPMD_PORT": "\(epmdPort)",
         ]) { $1 }
+        let plugins = directory.appendingPathComponent("plugins")
+        if FileManager.default.fileExists(atPath: plugins.path) { environment["RABBITMQ_PLUGINS_DIR"] = plugins.path }
         return environment
     }
 
@@ -234,27 +252,66 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         try process.run()
         try? handle.close()
         try watchUntilExit(process, removing: nil)
-        let seconds = max(Int(configuration.startTimeout.components.seconds), 1)
+        let pid: pid_t
         do {
-            // `wait` ends with the node's own await_startup (boot steps, definitions and plugins
-            // done), so a second rabbitmqctl for await_startup would only add an Erlang VM's boot.
-            try rabbitmqctl(["wait", pidFile.path, "--timeout", "\(seconds)"])
+            pid = try Self.awaitStartup(
+                of: process,
+                timeout: configuration.startTimeout,
+                evaluate: { try self.evaluate($0, timeout: $1) }
+            )
         } catch {
             throw RabbitMQTestBedError("RabbitMQ did not start: \(error)\n\(logTail())")
-        }
-        let text = (try? String(contentsOf: pidFile, encoding: .utf8)) ?? ""
-        guard let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw RabbitMQTestBedError("RabbitMQ wrote no pid to \(pidFile.path)")
         }
         lock.withLock { nodePID = pid }
         logger.debug("rabbitmq started", metadata: ["node": "\(nodeName)", "pid": "\(pid)"])
     }
 
-    /// Stops the node gracefully, keeping its state for ``startBroker()``.
+    /// Waits until the node started by `server` serves, and returns its VM's pid.
+    ///
+    /// `rabbit:await_startup` on the node returns once its boot steps, definitions and plugins are
+    /// done (what `rabbitmqctl wait` ends with). Until the node's distribution is up, `erl_call`
+    /// cannot connect (epmd answers at once that no such node is registered), and it is tried
+    /// again every 50 ms while `server` runs: a node that fails to boot fails the wait when its
+    /// process exits, not at the timeout.
+    static func awaitStartup(
+        of server: Process,
+        timeout: Duration,
+        evaluate: (String, Duration) throws -> String
+    ) throws -> pid_t {
+        let deadline = ContinuousClock.now + timeout
+        let milliseconds = max(Int(timeout.components.seconds) * 1000, 1000)
+        var lastError: any Error = RabbitMQTestBedError("no attempt")
+        while ContinuousClock.now < deadline {
+            guard server.isRunning else {
+                throw RabbitMQTestBedError(
+                    "rabbitmq-server exited with status \(server.terminationStatus) (last: \(lastError))"
+                )
+            }
+            do {
+                let output = try evaluate(
+                    "ok = rabbit:await_startup(\(milliseconds)), io:format(\"~s\", [os:getpid()])",
+                    ContinuousClock.now.duration(to: deadline) + .seconds(1)
+                )
+                guard let pid = pid_t(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                    throw RabbitMQTestBedError("the node answered no pid: \(output.prefix(200))")
+                }
+                return pid
+            } catch {
+                lastError = error
+                // Not up yet (or its cookie not written yet, at the very first boot on a machine).
+                usleep(50_000)
+            }
+        }
+        throw RabbitMQTestBedError("not up within \(timeout): \(lastError)")
+    }
+
+    /// Stops the node gracefully, keeping its state for ``startBroker()``: `rabbit:stop_and_halt`,
+    /// as `rabbitmqctl shutdown` calls it, then waits until the VM has exited.
     public func stopBroker() throws {
         try refuseIfShared("stop")
         guard let pid = lock.withLock({ nodePID }) else { return }
-        try rabbitmqctl(["shutdown"])
+        // Spawned: the call returns before the node halts under it.
+        try evaluate("_ = spawn(fun () -> rabbit:stop_and_halt() end), ok")
         Self.waitForExit(pid, timeout: .seconds(30))
         lock.withLock { nodePID = nil }
     }
@@ -287,9 +344,23 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
     }
 
     /// Runs `rabbitmqctl -n NODE arguments` against this node; `input` goes to its standard input.
+    /// Each call boots an Erlang VM (1–3 s): the test bed itself uses ``evaluate(_:timeout:)``.
     @discardableResult
     public func rabbitmqctl(_ arguments: [String], input: String? = nil) throws -> String {
         try Self.run("rabbitmqctl", ["-n", nodeName, "-q"] + arguments, input: input, environment: environment)
+    }
+
+    /// Evaluates Erlang `expressions` (separated by commas, no final period, value `ok`) on the
+    /// node with `erl_call` (see ``ErlangCall``) and returns what they printed.
+    @discardableResult
+    public func evaluate(_ expressions: String, timeout: Duration = .seconds(120)) throws -> String {
+        try ErlangCall.evaluate(
+            expressions,
+            node: nodeName,
+            longName: false,
+            environment: environment,
+            timeout: timeout
+        )
     }
 
     /// The last lines of the node's log, for error messages.
@@ -359,15 +430,27 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
 
     // MARK: Helpers
 
-    /// Waits until `pid` is gone (it may not be our child: poll its existence).
+    /// Waits until `pid` has exited (it may not be our child: poll its existence). A zombie has
+    /// exited: an orphan (a node's VM whose wrapper was killed first) is reaped by init on init's
+    /// own schedule, two seconds at a time here, and waiting for that made a cluster's teardown
+    /// take half a minute; a zombie holds no socket, port or file any more.
     static func waitForExit(_ pid: pid_t, timeout: Duration) {
         let deadline = ContinuousClock.now + timeout
         var status: Int32 = 0
         while ContinuousClock.now < deadline {
             if waitpid(pid, &status, WNOHANG) == pid { return }
             if kill(pid, 0) != 0 && errno == ESRCH { return }
+            if isZombie(pid) { return }
             usleep(20_000)
         }
+    }
+
+    /// `pid` has exited and waits to be reaped (state Z in /proc/PID/stat, after the command name).
+    static func isZombie(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[end...].dropFirst().trimmingCharacters(in: .whitespaces).first == "Z"
     }
 
     private static func requireTools() throws {
@@ -433,21 +516,32 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         input: String? = nil,
         environment: [String: String]? = nil
     ) throws -> String {
+        let result = try execute(try which(name), arguments, input: input, environment: environment)
+        guard result.status == 0 else {
+            // The arguments are safe to show: secrets only ever travel on standard input.
+            let message = (result.errors + result.output).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw RabbitMQTestBedError("\(name) \(arguments.joined(separator: " ")) failed: \(message.prefix(2000))")
+        }
+        return result.output
+    }
+
+    /// Runs `executable` to completion and returns its exit status, standard output and standard error.
+    static func execute(
+        _ executable: String,
+        _ arguments: [String],
+        input: String? = nil,
+        environment: [String: String]? = nil
+    ) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try which(name))
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        let stdin = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+        process.standardInput = try input.map(inputFile) ?? FileHandle.nullDevice
         try process.run()
-        if let input {
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        }
         // Read standard error concurrently so that neither pipe can fill and stall the command.
         let errorData = LockedData()
         let reader = Thread { errorData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
@@ -455,12 +549,39 @@ public final class RabbitMQTestBed: RabbitMQBroker, @unchecked Sendable {
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         let err = errorData.wait()
-        guard process.terminationStatus == 0 else {
-            // The arguments are safe to show: secrets only ever travel on standard input.
-            let message = String(decoding: err + out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw RabbitMQTestBedError("\(name) \(arguments.joined(separator: " ")) failed: \(message.prefix(2000))")
+        return (
+            process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self)
+        )
+    }
+}
+
+extension RabbitMQTestBed {
+    /// `input` in a file already unlinked, on /dev/shm (memory) where there is one, read from its
+    /// start: a command's standard input that only this process and the command can open, that
+    /// never reaches a disk (it may hold a passcode) and, unlike a pipe, cannot raise SIGPIPE in
+    /// this process when the command exits without reading it (as `erl_call` does when the node
+    /// is not up yet).
+    static func inputFile(_ input: String) throws -> FileHandle {
+        let folder = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+        var template = Array((folder + "/rabbitmq-test-bed-XXXXXX").utf8CString)
+        let fd = mkstemp(&template)
+        guard fd >= 0 else {
+            throw RabbitMQTestBedError("cannot make a command's input: \(String(cString: strerror(errno)))")
         }
-        return String(decoding: out, as: UTF8.self)
+        unlink(template)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // the command gets it as its standard input only
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        let bytes = Array(input.utf8)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, bytes.count - written) }
+            guard count > 0 else {
+                throw RabbitMQTestBedError("cannot write a command's input: \(String(cString: strerror(errno)))")
+            }
+            written += count
+        }
+        lseek(fd, 0, SEEK_SET)
+        return handle
     }
 }
 

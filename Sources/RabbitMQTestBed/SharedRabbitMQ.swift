@@ -12,10 +12,10 @@ extension RabbitMQTestBed {
     /// Starting a node costs several seconds of two cores, more than most broker tests take once
     /// it runs, so tests that never stop, restart or pause the broker take this one. ``stop()``
     /// hands it back: every user and the virtual host are deleted (closing every connection and
-    /// queue of the test) and the topology is imported again, in one `rabbitmqctl eval`, before
-    /// the next test may have it. While another test holds it (parallel runs) the caller gets a
-    /// private broker instead of waiting, so tests never share state and never wait on each
-    /// other. Tests that stop, restart or pause the broker start a private one with ``init()``.
+    /// queue of the test) and the topology is imported again, in one call of Erlang expressions on
+    /// the node, before the next test may have it. While another test holds it (parallel runs)
+    /// the caller gets a private broker instead of waiting, so tests never share state and never
+    /// wait on each other. Tests that stop, restart or pause the broker start a private one with ``init()``.
     /// The shared node is killed when the process exits, and by an ``ExitWatchdog`` when the
     /// process is killed.
     public static func shared() throws -> RabbitMQTestBed {
@@ -40,23 +40,20 @@ extension RabbitMQTestBed {
         }
     }
 
-    /// Empties the shared broker for the next test (see ``shared()``): one Erlang expression, so
-    /// one rabbitmqctl VM, where separate commands would boot one each.
+    /// Empties the shared broker for the next test (see ``shared()``): one call of Erlang
+    /// expressions on the node.
     func reset() throws {
         let definitions = directory.appendingPathComponent("definitions.json").path
         let actor = "<<\"conclave-testbed\">>"
-        let expression = """
+        try evaluate(
+            """
             [ok = rabbit_auth_backend_internal:delete_user(internal_user:get_username(U), \(actor))
                 || U <- rabbit_auth_backend_internal:all_users()],
             ok = rabbit_vhost:delete(<<"\(Self.virtualHost)">>, \(actor)),
             {ok, Definitions} = file:read_file("\(definitions)"),
-            ok = rabbit_definitions:import_raw(Definitions),
-            reset.
+            ok = rabbit_definitions:import_raw(Definitions)
             """
-        let output = try rabbitmqctl(["eval", expression])
-        guard output.trimmingCharacters(in: .whitespacesAndNewlines) == "reset" else {
-            throw RabbitMQTestBedError("resetting the shared broker answered: \(output.prefix(500))")
-        }
+        )
     }
 }
 

@@ -63,8 +63,9 @@ public final class StreamCollector<Element: Sendable>: Sendable {
         }
     }
 
-    /// The first element, recorded after the `after`-th one, that matches; nil at the deadline or
-    /// when the stream ended without one.
+    /// The first element, recorded after the `after`-th one, that matches; nil at the deadline,
+    /// when the stream ended without one, or when the waiting task is cancelled (a task group that
+    /// races two collectors and cancels the loser would otherwise wait out the loser's deadline).
     public func first(
         after skip: Int = 0,
         within limit: Duration = .seconds(30),
@@ -78,27 +79,41 @@ public final class StreamCollector<Element: Sendable>: Sendable {
         // passed at once (a short `limit`, a loaded machine) could look for the waiter before it
         // was there, find nothing, and leave it waiting forever with no timer left to end it.
         var timeout: Task<Void, Never>?
-        let found = await withCheckedContinuation { continuation in
-            let found = state.withLock { state -> Element?? in
-                if let item = state.items.dropFirst(skip).first(where: predicate) { return .some(item) }
-                if state.finished { return .some(nil) }
-                state.waiters.append((id, predicate, continuation))
-                return nil
-            }
-            if let found {
-                continuation.resume(returning: found)
-                return
-            }
-            timeout = Task {
-                try? await Task.sleep(for: limit)
-                let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
-                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                    return state.waiters.remove(at: index).continuation
+        let found = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let found = state.withLock { state -> Element?? in
+                    if let item = state.items.dropFirst(skip).first(where: predicate) { return .some(item) }
+                    if state.finished { return .some(nil) }
+                    state.waiters.append((id, predicate, continuation))
+                    return nil
                 }
-                waiter?.resume(returning: nil)
+                if let found {
+                    continuation.resume(returning: found)
+                    return
+                }
+                // Cancelled before the waiter was there: the handler found nothing to end.
+                if Task.isCancelled {
+                    giveUp(waiter: id)
+                    return
+                }
+                timeout = Task {
+                    try? await Task.sleep(for: limit)
+                    self.giveUp(waiter: id)
+                }
             }
+        } onCancel: {
+            giveUp(waiter: id)
         }
         timeout?.cancel()
         return found
+    }
+
+    /// Ends waiter `id` with nil, if it still waits.
+    private func giveUp(waiter id: Int) {
+        let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        waiter?.resume(returning: nil)
     }
 }

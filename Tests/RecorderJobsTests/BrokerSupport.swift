@@ -50,19 +50,27 @@ struct BrokerClient {
     /// Sends `job` to the submit exchange as a persistent message and waits for the broker's
     /// receipt, which RabbitMQ sends once the queue has confirmed the message.
     func submit(_ job: RecordJob) async throws -> Bool {
-        let receipt = "submit-\(job.jobID)"
+        try await send(job)
+        return await events.first { $0 == .receipt(Self.receipt(for: job)) } != nil
+    }
+
+    /// Sends `job` as ``submit(_:)`` does, without waiting for the receipt
+    /// (``receipt(for:)`` names it).
+    func send(_ job: RecordJob) async throws {
         try await connection.send(
             STOMPFrame(
                 .send,
                 headers: [
                     .init("destination", RecorderTopology.submitDestination), .init("persistent", "true"),
-                    .init("content-type", "application/json"), .init("receipt", receipt),
+                    .init("content-type", "application/json"), .init("receipt", Self.receipt(for: job)),
                 ],
                 body: job.encoded()
             )
         )
-        return await events.first { $0 == .receipt(receipt) } != nil
     }
+
+    /// The receipt the broker sends once it has taken `job`.
+    static func receipt(for job: RecordJob) -> String { "submit-\(job.jobID)" }
 
     /// Subscribes to the job queue, acknowledging each job by itself.
     func consumeJobs(id: String = "jobs") {

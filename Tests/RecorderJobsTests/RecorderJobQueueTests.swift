@@ -87,7 +87,10 @@ struct RecorderJobQueueTests {
 
         let recorder = try BrokerClient(bed, device: 900, passcode: try bed.addRecorder(900))
         try await recorder.connect()
-        _ = try? await recorder.submit(brokerJob("forged"))
+        // Refused: an ERROR and the connection closed, no receipt (waiting for one would only
+        // wait out its timeout).
+        let forged = brokerJob("forged")
+        try? await recorder.send(forged)
         let closed = await recorder.events.first { event in
             switch event {
             case .error, .state(.reconnecting): true
@@ -95,6 +98,10 @@ struct RecorderJobQueueTests {
             }
         }
         #expect(closed != nil)
+        #expect(
+            !recorder.events.items.contains(.receipt(BrokerClient.receipt(for: forged))),
+            "the forged job was taken"
+        )
         await submitter.connection.close()
         await recorder.connection.close()
     }

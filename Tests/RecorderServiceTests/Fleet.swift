@@ -212,26 +212,26 @@ final class Fleet: @unchecked Sendable {
 
     /// Jobs in the queue, ready or delivered and not yet acknowledged.
     func jobsInQueue() throws -> Int {
-        let output = try broker.rabbitmqctl([
-            "list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name", "messages",
-        ])
-        for line in output.split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
-            if fields.count == 2, fields[0] == RecorderTopology.jobQueueName, let count = Int(fields[1]) {
-                return count
-            }
+        try jobQueue("messages")
+    }
+
+    /// Info item `item` of the job queue (`messages`, `messages_ready`, `consumers`), as
+    /// `rabbitmqctl list_queues` reports it.
+    func jobQueue(_ item: String) throws -> Int {
+        guard let value = try broker.queueInfo(item)[RecorderTopology.jobQueueName] else {
+            throw SubprocessError(description: "no \(item) of \(RecorderTopology.jobQueueName)")
         }
-        throw SubprocessError(description: "no queue \(RecorderTopology.jobQueueName): \(output)")
+        return value
     }
 
     /// The jobs in the queue once the count reaches `expected`, or the last count after `limit`
-    /// (the broker's counts of a quorum queue trail its acknowledgements by up to its statistics
-    /// interval).
+    /// (the broker's counts of a quorum queue trail its acknowledgements by up to its tick,
+    /// config/rabbitmq/advanced.config).
     func jobsInQueue(settlingAt expected: Int, within limit: Duration = .seconds(15)) async throws -> Int {
         let deadline = ContinuousClock.now + limit
         var count = try jobsInQueue()
         while count != expected, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .milliseconds(100))
             count = try jobsInQueue()
         }
         return count

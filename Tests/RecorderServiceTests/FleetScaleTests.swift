@@ -334,27 +334,17 @@ struct FleetScaleTests {
 }
 
 extension Fleet {
-    /// A column of the job queue's line in `rabbitmqctl list_queues` (`consumers`,
-    /// `messages_ready`) once it reaches `expected`, or its last value after `limit` (the broker's
-    /// counts trail a cancelled subscription or a delivery by up to its statistics interval).
-    func jobQueue(_ column: String, settlingAt expected: Int, within limit: Duration = .seconds(15)) async throws
+    /// Info item `item` of the job queue (`consumers`, `messages_ready`) once it reaches
+    /// `expected`, or its last value after `limit` (the broker's counts trail a cancelled
+    /// subscription or a delivery by up to the queue's tick, config/rabbitmq/advanced.config).
+    func jobQueue(_ item: String, settlingAt expected: Int, within limit: Duration = .seconds(15)) async throws
         -> Int
     {
         let deadline = ContinuousClock.now + limit
         while true {
-            let output = try broker.rabbitmqctl([
-                "list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name", column,
-            ])
-            var value: Int?
-            for line in output.split(separator: "\n") {
-                let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
-                if fields.count == 2, fields[0] == RecorderTopology.jobQueueName { value = Int(fields[1]) }
-            }
-            guard let value else {
-                throw SubprocessError(description: "no \(column) of \(RecorderTopology.jobQueueName): \(output)")
-            }
+            let value = try jobQueue(item)
             if value == expected || ContinuousClock.now >= deadline { return value }
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .milliseconds(100))
         }
     }
 }

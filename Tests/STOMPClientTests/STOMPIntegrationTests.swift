@@ -285,7 +285,7 @@ extension STOMPIntegrationTests {
     /// ACK for a delivery whose subscription was cancelled, and closes the connection, which puts
     /// the message back in the queue.
     @Test func rabbitMQRefusesAnAckAfterUnsubscribe() async throws {
-        let bed = try RabbitMQTestBed()
+        let bed = try RabbitMQTestBed.shared()
         defer { bed.stop() }
         let consumer = try worker(bed, "consumer")
         let inbox = Recorder(consumer.messages)

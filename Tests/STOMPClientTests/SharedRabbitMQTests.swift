@@ -58,13 +58,10 @@ struct SharedRabbitMQTests {
     }
 
     func users(_ broker: RabbitMQTestBed) throws -> [String] {
-        try broker.rabbitmqctl(["list_users", "--no-table-headers"]).split(separator: "\n").compactMap {
-            $0.split(whereSeparator: { $0 == "\t" || $0 == " " }).first.map(String.init)
-        }
+        try broker.users()
     }
 
     func queues(_ broker: RabbitMQTestBed) throws -> [String] {
-        try broker.rabbitmqctl(["list_queues", "-p", RabbitMQTestBed.virtualHost, "--no-table-headers", "name"])
-            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.sorted()
+        try broker.queueInfo("messages").keys.sorted()
     }
 }
