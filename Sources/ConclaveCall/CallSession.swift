@@ -83,21 +83,38 @@ public actor CallSession {
         case idle, connecting, live, recovering, leaving, left
     }
 
+    /// One publisher of ours and what feeds it: the call's main feed (audio and video), or the
+    /// screen shared beside it.
+    private struct PublishedFeed {
+        var publisher: Publisher
+        var senders: [MediaSender]
+        var senderTasks: [Task<Void, Never>]
+        /// Keyframe requests, bitrate limits, periodic keyframes, the transport's watchdog.
+        var tasks: [Task<Void, Never>]
+    }
+
     /// One Janus session's worth of the call: what a lost session takes down and recovery rebuilds.
     private struct Leg {
         var generation: Int
         var session: JanusSession
-        var publisher: Publisher
-        var senders: [MediaSender]
-        var senderTasks: [Task<Void, Never>]
+        var main: PublishedFeed
+        var screen: PublishedFeed?
+        /// Session events and the subscriber's watchdog.
         var tasks: [Task<Void, Never>]
         var subscription: RoomSubscription
+
+        var publisher: Publisher { main.publisher }
+        var feeds: [PublishedFeed] { [main] + (screen.map { [$0] } ?? []) }
+        var senders: [MediaSender] { feeds.flatMap(\.senders) }
     }
 
     public let configuration: Configuration
     /// The status counters (also one of the observers).
     public nonisolated let tracker: CallStatusTracker
     private let sources: [RebasingFrameSource]
+    /// The screen shared beside the camera as a feed of its own, published again by every
+    /// recovery; nil when the screen is not shared.
+    private var screenSource: RebasingFrameSource?
     private let observers: [any CallMediaObserver]
     private let arrivals = ArrivalObserver()
     private let logger: Logger
@@ -113,17 +130,21 @@ public actor CallSession {
 
     /// - Parameters:
     ///   - sources: what we send (at most one audio and one video source).
+    ///   - screen: a screen to share from the start, beside `sources`' video (see
+    ///     ``shareScreen(_:)``).
     ///   - observers: receive everything the call receives (a recorder, a test); the status
     ///     tracker is added in front.
     public init(
         configuration: Configuration,
         sources: [RebasingFrameSource],
+        screen: RebasingFrameSource? = nil,
         observers: [any CallMediaObserver] = [],
         tracker: CallStatusTracker = CallStatusTracker(),
         logger: Logger
     ) {
         self.configuration = configuration
         self.sources = sources
+        self.screenSource = screen
         self.tracker = tracker
         self.observers = [tracker, arrivals] + observers
         var logger = logger
@@ -257,6 +278,7 @@ public actor CallSession {
             encryptionFailures: previousEncryptionFailures + failures,
             videoLayers: layers?.simulcastLayers,
             videoLayersSent: layers?.simulcastLayersSent,
+            screenFeed: leg?.screen?.publisher.feedID,
             recording: snapshot.recording,
             participants: snapshot.participants,
             recoveries: snapshot.recoveries
@@ -315,53 +337,20 @@ public actor CallSession {
             }
             generation += 1
             let generation = self.generation
-            var senders: [MediaSender] = []
-            var senderTasks: [Task<Void, Never>] = []
-            let logger = self.logger
-            for source in sources {
-                source.rebase()
-                let sender = MediaSender(
-                    source: source,
-                    encryptor: configuration.crypto?.makeEncryptor(
-                        codec: source.codec,
-                        senderID: publisher.feedID,
-                        cipher: OpenSSLFrameCipher.self
-                    ),
-                    publisher: publisher,
-                    logger: logger
-                )
-                senders.append(sender)
-                senderTasks.append(
-                    Task {
-                        do {
-                            try await sender.run(pacer: MediaPacer(mode: .realTime))
-                        } catch is CancellationError {
-                        } catch {
-                            logger.error(
-                                "sending stopped",
-                                metadata: ["codec": "\(sender.codec)", "error": "\(error)"]
-                            )
-                        }
-                    }
-                )
-            }
-            let requests = Task { [senders] in
-                for await codec in publisher.keyframeRequests {
-                    logger.debug("keyframe requested by Janus", metadata: ["codec": "\(codec)"])
-                    senders.first { $0.codec == codec }?.requestKeyframe()
-                }
-            }
-            let bitrates = Task { [senders] in
-                for await limit in publisher.bitrateLimits {
-                    senders.first { $0.codec.kind == .video }?.setBitrate(Int(clamping: limit))
-                }
-            }
-            let interval = configuration.keyframeInterval
-            let periodic = Task { [senders] in
-                guard let interval else { return }
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
+            let main = startSending(sources, through: publisher, generation: generation)
+            var screen: PublishedFeed?
+            if let screenSource {
+                do {
+                    screen = try await publishScreen(
+                        screenSource,
+                        on: session,
+                        subscription: subscription,
+                        generation: generation
+                    )
+                } catch {
+                    await Self.close(main, politely: false)
+                    await subscription.close()
+                    throw error
                 }
             }
             let events = Task { [weak self] in
@@ -386,10 +375,9 @@ public actor CallSession {
             return Leg(
                 generation: generation,
                 session: session,
-                publisher: publisher,
-                senders: senders,
-                senderTasks: senderTasks,
-                tasks: [requests, bitrates, periodic, publisherWatchdog, subscriberWatchdog, events],
+                main: main,
+                screen: screen,
+                tasks: [subscriberWatchdog, events],
                 subscription: subscription
             )
         } catch {
@@ -397,6 +385,159 @@ public actor CallSession {
             throw error
         }
     }
+
+    /// Starts a sender per source on `publisher`, and the tasks that follow its keyframe requests,
+    /// bitrate limits and transport.
+    private func startSending(
+        _ sources: [RebasingFrameSource],
+        through publisher: Publisher,
+        generation: Int
+    ) -> PublishedFeed {
+        var senders: [MediaSender] = []
+        var senderTasks: [Task<Void, Never>] = []
+        let logger = self.logger
+        for source in sources {
+            source.rebase()
+            let sender = MediaSender(
+                source: source,
+                encryptor: configuration.crypto?.makeEncryptor(
+                    codec: source.codec,
+                    senderID: publisher.feedID,
+                    cipher: OpenSSLFrameCipher.self
+                ),
+                publisher: publisher,
+                logger: logger
+            )
+            senders.append(sender)
+            senderTasks.append(
+                Task {
+                    do {
+                        try await sender.run(pacer: MediaPacer(mode: .realTime))
+                    } catch is CancellationError {
+                    } catch {
+                        logger.error(
+                            "sending stopped",
+                            metadata: ["codec": "\(sender.codec)", "error": "\(error)"]
+                        )
+                    }
+                }
+            )
+        }
+        let requests = Task { [senders] in
+            for await codec in publisher.keyframeRequests {
+                logger.debug("keyframe requested by Janus", metadata: ["codec": "\(codec)"])
+                senders.first { $0.codec == codec }?.requestKeyframe()
+            }
+        }
+        let bitrates = Task { [senders] in
+            for await limit in publisher.bitrateLimits {
+                senders.first { $0.codec.kind == .video }?.setBitrate(Int(clamping: limit))
+            }
+        }
+        let interval = configuration.keyframeInterval
+        let periodic = Task { [senders] in
+            guard let interval else { return }
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                for sender in senders where sender.codec.kind == .video { sender.requestKeyframe() }
+            }
+        }
+        // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
+        // PeerConnections, and publishes and subscribes again on a new session if that does not
+        // bring media back. Woken by the transports' state changes, not by a timer; a failure
+        // seen while another recovery runs is looked at again when it ends (`recheckMedia`).
+        let watchdog = Task { [weak self, publisher] in
+            for await state in publisher.transport.states {
+                if case .failed(let reason) = state { await self?.mediaFailed(reason, generation: generation) }
+            }
+        }
+        return PublishedFeed(
+            publisher: publisher,
+            senders: senders,
+            senderTasks: senderTasks,
+            tasks: [requests, bitrates, periodic, watchdog]
+        )
+    }
+
+    /// Publishes `source` as our screen share: a second publisher in the room, with the display
+    /// ``ParticipantDisplay/screenShare`` of ours and video only, which `subscription` leaves alone.
+    ///
+    /// Why a feed of its own rather than a second video stream in our feed: every receiver
+    /// (browsers, ECall, recorders, Conclave's window) already shows and records one video per
+    /// feed, so the screen reaches all of them as one more tile or track, beside the camera.
+    private func publishScreen(
+        _ source: RebasingFrameSource,
+        on session: JanusSession,
+        subscription: RoomSubscription,
+        generation: Int
+    ) async throws -> PublishedFeed {
+        let publisher = try await Publisher.publish(
+            on: session,
+            configuration: Publisher.Configuration(
+                room: configuration.room,
+                display: ParticipantDisplay(parsing: configuration.display).screenShare.description,
+                audio: nil,
+                video: source.codec,
+                endToEndEncrypted: configuration.crypto != nil,
+                transport: configuration.transport,
+                simulcastLayers: source.simulcastLayers
+            ),
+            waitingForMedia: false,
+            logger: logger,
+            joined: { subscription.ignore(feedID: $0) }
+        )
+        do {
+            try await publisher.connected(within: .seconds(10))
+        } catch {
+            await publisher.close()
+            throw error
+        }
+        logger.info("sharing the screen", metadata: ["screenFeed": "\(publisher.feedID)"])
+        return startSending([source], through: publisher, generation: generation)
+    }
+
+    /// Shares `source` (a screen) beside the call's video, as a feed of its own (see
+    /// ``init(configuration:sources:screen:observers:tracker:logger:)``); recoveries publish it
+    /// again. Throws when the screen is already shared, or when Janus refuses the feed.
+    public func shareScreen(_ source: RebasingFrameSource) async throws(CallError) {
+        guard screenSource == nil else {
+            throw CallError.janus(step: "sharing the screen", error: "the screen is already shared")
+        }
+        screenSource = source
+        // Not in the call yet, or recovering: the next leg publishes it.
+        guard phase == .live, let leg else { return }
+        do {
+            let screen = try await publishScreen(
+                source,
+                on: leg.session,
+                subscription: leg.subscription,
+                generation: leg.generation
+            )
+            // A recovery (which publishes the screen itself) or a stop may have come meanwhile.
+            guard self.leg?.generation == leg.generation, self.leg?.screen == nil, screenSource === source else {
+                await Self.close(screen, politely: true)
+                return
+            }
+            self.leg?.screen = screen
+        } catch {
+            if screenSource === source { screenSource = nil }
+            throw CallError.janus(step: "sharing the screen", error: "\(error)")
+        }
+    }
+
+    /// Stops sharing the screen: its feed leaves the room. Nothing when it is not shared.
+    public func stopSharingScreen() async {
+        screenSource = nil
+        guard let screen = leg?.screen else { return }
+        leg?.screen = nil
+        await Self.close(screen, politely: true)
+        previousSent += screen.senders.reduce(0) { $0 + $1.sent.frames }
+        previousEncryptionFailures += screen.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
+        logger.info("screen sharing stopped", metadata: ["screenFeed": "\(screen.publisher.feedID)"])
+    }
+
+    /// Whether the screen is shared now (or will be once the call is live again).
+    public var sharesScreen: Bool { screenSource != nil }
 
     /// Checks that the room exists (recreating it during recovery) and that our user id is not
     /// already publishing there.
@@ -429,7 +570,7 @@ public actor CallSession {
     /// see only changes.
     private func recheckMedia() {
         guard let leg else { return }
-        for state in [leg.publisher.transport.state, leg.subscription.subscriber?.transport.state] {
+        for state in leg.feeds.map(\.publisher.transport.state) + [leg.subscription.subscriber?.transport.state] {
             if case .failed(let reason)? = state {
                 mediaFailed(reason, generation: leg.generation)
                 return
@@ -460,10 +601,10 @@ public actor CallSession {
     /// both carry media again.
     private static func restartICE(of leg: Leg, within limit: Duration, logger: Logger) async -> Bool {
         do {
-            try await leg.publisher.restartICE()
+            for feed in leg.feeds { try await feed.publisher.restartICE() }
             let subscriber = leg.subscription.subscriber
             try await subscriber?.restartICE()
-            try await leg.publisher.transport.waitUntilConnected(within: limit)
+            for feed in leg.feeds { try await feed.publisher.transport.waitUntilConnected(within: limit) }
             try await subscriber?.transport.waitUntilConnected(within: limit)
             return true
         } catch {
@@ -541,8 +682,8 @@ public actor CallSession {
         if !tracker.recoveryInProgress { tracker.recoveryStarted(sessionAlive ? .media : .newSession) }
         if let old = leg {
             leg = nil
-            for task in old.senderTasks { task.cancel() }
-            for task in old.senderTasks { await task.value }
+            for task in old.feeds.flatMap(\.senderTasks) { task.cancel() }
+            for task in old.feeds.flatMap(\.senderTasks) { await task.value }
             previousSent += old.senders.reduce(0) { $0 + $1.sent.frames }
             previousEncryptionFailures += old.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
             // A lost session: close its transports without waiting on Janus. A session that is
@@ -592,18 +733,25 @@ public actor CallSession {
     }
 
     private static func close(_ leg: Leg, politely: Bool) async {
-        for task in leg.senderTasks { task.cancel() }
-        for task in leg.senderTasks { await task.value }
         for task in leg.tasks { task.cancel() }
         if politely {
-            await leg.publisher.leave()
+            for feed in leg.feeds { await close(feed, politely: true) }
             await leg.subscription.close()
             try? await leg.session.destroy()
         } else {
             await leg.subscription.close()
-            await leg.publisher.close()
+            for feed in leg.feeds { await close(feed, politely: false) }
             leg.session.stopKeepalive()
         }
+    }
+
+    /// Stops a feed's senders and its tasks, then leaves the room with it (`politely`) or just
+    /// closes its PeerConnection.
+    private static func close(_ feed: PublishedFeed, politely: Bool) async {
+        for task in feed.senderTasks { task.cancel() }
+        for task in feed.senderTasks { await task.value }
+        for task in feed.tasks { task.cancel() }
+        if politely { await feed.publisher.leave() } else { await feed.publisher.close() }
     }
 }
 

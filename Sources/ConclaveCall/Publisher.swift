@@ -94,14 +94,20 @@ public final class Publisher: Sendable {
     /// With `waitingForMedia` false it returns as soon as Janus's answer is applied and ICE and
     /// DTLS have started, so that the caller can subscribe to the room while they connect (a call
     /// joins about one handshake sooner); ``connected(within:)`` then waits for media to flow.
+    ///
+    /// `joined` is called with our feed id once the room is joined and before anything is
+    /// published, that is before Janus tells the room about the feed: a call that publishes a
+    /// second feed (a screen share) tells its subscription to leave that feed alone there.
     public static func publish(
         on session: JanusSession,
         configuration: Configuration,
         waitingForMedia: Bool = true,
-        logger: Logger = Logger(label: "conclave.publisher")
+        logger: Logger = Logger(label: "conclave.publisher"),
+        joined joinedFeed: (@Sendable (UInt64) -> Void)? = nil
     ) async throws -> Publisher {
         let handle = try await VideoRoomHandle.attach(to: session)
         let joined = try await handle.joinAsPublisher(room: configuration.room, display: configuration.display)
+        joinedFeed?(joined.id)
         let transport = try MediaTransport(configuration: configuration.transport, controlling: true, logger: logger)
         do {
             return try await Publisher(

@@ -88,6 +88,8 @@ public final class RoomSubscription: Sendable {
     }
 
     private struct State {
+        /// Feeds of ours besides `ownFeedID` (a screen share), never subscribed to.
+        var ownFeeds: Set<UInt64> = []
         var subscriber: Subscriber?
         var receiver: MediaReceiver?
         var participants: [UInt64: String?] = [:]
@@ -168,6 +170,13 @@ public final class RoomSubscription: Sendable {
         return try await subscriber.selectLayer(layer, feedID: feedID)
     }
 
+    /// Never subscribes to `feedID`, another feed of ours (a screen share published beside the
+    /// camera): call it before Janus announces the feed (``Publisher/publish(on:configuration:waitingForMedia:logger:joined:)``'s
+    /// `joined`).
+    public func ignore(feedID: UInt64) {
+        state.withLock { _ = $0.ownFeeds.insert(feedID) }
+    }
+
     /// Stops following the room and closes the subscriber.
     public func close() async {
         main.withLock { $0?.cancel() }
@@ -192,7 +201,8 @@ public final class RoomSubscription: Sendable {
     private func arrived(_ publishers: [VideoRoom.Publisher]) async {
         let fresh = state.withLock { state in
             publishers.filter {
-                $0.id != configuration.ownFeedID && state.participants[$0.id] == nil
+                $0.id != configuration.ownFeedID && !state.ownFeeds.contains($0.id)
+                    && state.participants[$0.id] == nil
                     && $0.streams.contains { !$0.isDisabled }
             }
         }

@@ -72,6 +72,8 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     /// others paused: the bitrate Janus allows does not fit them); nil without.
     public var videoLayers: Int? = nil
     public var videoLayersSent: Int? = nil
+    /// The feed of our screen share while the screen is shared beside the camera; nil otherwise.
+    public var screenFeed: UInt64? = nil
     /// Recording state (`off` until a recorder reports).
     public var recording: String
     public var participants: [Participant]
@@ -80,7 +82,8 @@ public struct CallStatus: StatusReport, Sendable, Codable, Hashable {
     /// The snapshot as a small table for a terminal.
     public func terminalText() -> String {
         var lines = [
-            "call \(callId)  room \(room)  as \(display)  feed \(feed.map(String.init) ?? "-")",
+            "call \(callId)  room \(room)  as \(display)  feed \(feed.map(String.init) ?? "-")"
+                + (screenFeed.map { "  screen feed \($0)" } ?? ""),
             "state \(state.rawValue)  janus \(janus.rawValue)  sent \(framesSent) frames"
                 + (videoLayers.map { "  layers \(videoLayersSent ?? $0)/\($0)" } ?? "") + "  recording \(recording)  "
                 + String(format: "%.0f s", Double(elapsedMs) / 1000),

@@ -33,6 +33,52 @@ public enum LiveVideoRequest: Sendable, Hashable {
     }
 }
 
+/// `--video` given once or twice: the video of our feed, and a screen shared beside it as a
+/// second stream (`--video camera --video screen`).
+public struct VideoChoices: Sendable, Hashable {
+    /// What our feed's video is: `pattern`, a file, `camera...`, `screen...` or `none`.
+    public var main: String
+    /// The screen shared beside it, when `--video` was given twice.
+    public var screen: ScreenRequest?
+
+    /// Creates choices from their parts.
+    public init(main: String, screen: ScreenRequest? = nil) {
+        self.main = main
+        self.screen = screen
+    }
+
+    /// Parses the `--video` values: none means the pattern; two must be a screen and something
+    /// else (in either order).
+    public init(parsing values: [String]) throws(LiveVideoRequestError) {
+        switch values.count {
+        case 0:
+            main = "pattern"
+        case 1:
+            main = values[0]
+        case 2:
+            let screens = try values.map { (text) throws(LiveVideoRequestError) -> Bool in
+                if case .screen = try LiveVideoRequest.parse(text) { return true }
+                return false
+            }
+            guard screens.filter({ $0 }).count == 1, let index = screens.firstIndex(of: true),
+                case .screen(let request) = try LiveVideoRequest.parse(values[index])
+            else {
+                throw LiveVideoRequestError(
+                    values.joined(separator: " --video "),
+                    "two streams are a video and a screen shared beside it (--video camera --video screen)"
+                )
+            }
+            main = values[1 - index]
+            screen = request
+        default:
+            throw LiveVideoRequestError(
+                values.joined(separator: " --video "),
+                "at most two: a video and a screen shared beside it"
+            )
+        }
+    }
+}
+
 /// A camera and the mode asked of it.
 public struct CameraRequest: Sendable, Hashable {
     /// The camera used when none is named.

@@ -464,4 +464,20 @@ public struct ParticipantDisplay: Sendable, Hashable, CustomStringConvertible {
 
     /// The wire form.
     public var description: String { userID.map { "\($0):\(name)" } ?? name }
+
+    /// The display of this participant's screen share, which is published as a feed of its own
+    /// beside the camera: `"42:Alice"` shares as `"42-screen:Alice (screen)"`.
+    ///
+    /// Why another user id: receivers map feeds to participants by the user id (a recorder
+    /// continues a participant's tracks when a feed with the same id returns), so the screen must
+    /// not look like the camera's feed coming back. ECall clients, which map feeds to users by a
+    /// numeric id, do not take it for the user's device either: keys are never sent to it.
+    public var screenShare: ParticipantDisplay {
+        ParticipantDisplay(userID: userID.map { $0 + Self.screenShareSuffix }, name: "\(name) (screen)")
+    }
+
+    /// Whether this is the display of a screen share (``screenShare``).
+    public var isScreenShare: Bool { userID?.hasSuffix(Self.screenShareSuffix) ?? false }
+
+    private static let screenShareSuffix = "-screen"
 }

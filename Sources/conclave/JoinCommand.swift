@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConclaveCall
+import ConclaveCapture
 import ConclaveCore
 import ConclaveE2EE
 import ConclaveFormats
@@ -229,10 +230,18 @@ struct CallOptions: ParsableArguments {
     var audio: String = "tone"
 
     @Option(
-        help:
-            "Video to send: pattern, a media file, camera[:/dev/videoN][@WxH/FPS], screen[:DISPLAY[+x,y,WxH]], or none."
+        help: """
+            Video to send: pattern (default), a media file, camera[:/dev/videoN][@WxH/FPS], \
+            screen[:DISPLAY[+x,y,WxH]], or none. Given twice, a video and a screen: the screen is \
+            shared beside the video as a stream of its own (--video camera --video screen).
+            """
     )
-    var video: String = "pattern"
+    var video: [String] = []
+
+    /// `--video` read: our feed's video and the screen shared beside it.
+    var videoChoices: VideoChoices {
+        get throws { try VideoChoices(parsing: video) }
+    }
 
     @Option(help: "Video codec to send: h264 (ECall) or vp8.")
     var codec: MediaCodec?
@@ -277,6 +286,11 @@ struct CallOptions: ParsableArguments {
     func validate() throws {
         guard (1...3).contains(simulcast) else {
             throw ValidationError("--simulcast: \(SimulcastError.layerCount(simulcast))")
+        }
+        do {
+            _ = try videoChoices
+        } catch {
+            throw ValidationError("\(error)")
         }
         if let composite {
             guard record != nil else { throw ValidationError("--composite needs --record DIR") }
@@ -406,11 +420,25 @@ struct CallRunner {
             }
         }
         if let liveComposite { observers.append(liveComposite) }
-        let screenRate = options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate
+        let codec = options.codec ?? settings.videoCodec ?? .h264
+        guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
+        let videoSettings = CallVideoSettings(
+            codec: codec,
+            width: options.width ?? settings.videoWidth ?? 640,
+            height: options.height ?? settings.videoHeight ?? 480,
+            frameRate: options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate,
+            bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000,
+            simulcastLayers: options.simulcast
+        )
+        // The window's `s` shares the screen through the session, which exists once joined.
+        let sessionForKeys = Mutex<CallSession?>(nil)
         let controls = WindowControls(
             toggleMute: { LiveAudio.toggleMute() ?? "no microphone to mute (--audio mic)" },
             toggleCamera: { LiveVideo.toggleOff() },
-            toggleScreenShare: { await LiveVideo.toggleScreen(frameRate: screenRate) }
+            toggleScreenShare: { [logger] in
+                guard let session = sessionForKeys.withLock({ $0 }) else { return "not in the call yet" }
+                return await LiveVideo.toggleScreenShare(in: session, settings: videoSettings, logger: logger)
+            }
         )
         let callWindow = await CallWindowOutput.start(options.window, callID: callID, stop: stop, controls: controls)
         if let callWindow { observers.append(callWindow) }
@@ -422,17 +450,9 @@ struct CallRunner {
         ) { [window = callWindow?.window] speaker in window?.activeSpeaker(id: speaker) }
         if let speaker { observers.append(speaker) }
 
-        let codec = options.codec ?? settings.videoCodec ?? .h264
-        guard codec.kind == .video else { throw ValidationError("--codec: expected h264 or vp8") }
-        let videoSettings = CallVideoSettings(
-            codec: codec,
-            width: options.width ?? settings.videoWidth ?? 640,
-            height: options.height ?? settings.videoHeight ?? 480,
-            frameRate: options.fps ?? settings.videoFrameRate ?? PatternSource.defaultFrameRate,
-            bitrate: options.videoBitrate ?? settings.videoBitrate ?? 600_000,
-            simulcastLayers: options.simulcast
-        )
         var sources: [RebasingFrameSource] = []
+        var screen: RebasingFrameSource?
+        let choices = try options.videoChoices
         do {
             if let audio = try await LiveAudio.audio(
                 CallMediaChoice(options.audio, generatedName: "tone"),
@@ -442,17 +462,21 @@ struct CallRunner {
                 sources.append(audio)
             }
             if let video = try await LiveVideo.source(
-                options,
+                choices.main,
+                options: options,
                 settings: videoSettings,
                 switchable: callWindow != nil,
                 logger: logger
             )
                 ?? CallMediaSources.video(
-                    CallMediaChoice(options.video, generatedName: "pattern"),
+                    CallMediaChoice(choices.main, generatedName: "pattern"),
                     settings: videoSettings
                 )
             {
                 sources.append(video)
+            }
+            if let request = choices.screen {
+                screen = try await LiveVideo.screenBeside(request, settings: videoSettings, logger: logger)
             }
         } catch {
             throw CallCommandError("cannot open the media to send: \(error)")
@@ -506,6 +530,7 @@ struct CallRunner {
         let session = CallSession(
             configuration: callConfiguration,
             sources: sources,
+            screen: screen,
             observers: observers,
             tracker: CallStatusTracker(origin: origin),
             logger: logger
@@ -529,6 +554,7 @@ struct CallRunner {
             throw CallCommandError(error.description)
         }
         try await joined(session)
+        sessionForKeys.withLock { $0 = session }
         callWindow?.follow(session)
         if let brokerKeys, key == nil {
             // Scripts wait for this line.

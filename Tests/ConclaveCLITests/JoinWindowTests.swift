@@ -91,7 +91,7 @@ import Testing
         #expect(lines.first?.contains("the call goes on without a window") == true)
     }
 
-    @Test func vTurnsTheSentVideoBlackAndBackAndSSharesTheScreen() async throws {
+    @Test func vTurnsTheSentVideoBlackAndBackAndSSharesTheScreenBesideIt() async throws {
         let server = try TestXServer()
         defer { server.stop() }
         let bed = try TestJanus.shared()
@@ -116,12 +116,27 @@ import Testing
         let on = await waitUntil(timeout: .seconds(10)) { output().contains("window: video on") }
         #expect(on != nil, "\(output())")
         #expect(await framesGrow(by: 30))
+        // `s`: the screen goes out as a feed of its own beside Alice's video, and `s` again
+        // takes it out of the room; her video goes on throughout.
         try server.type("s", intoWindowTitled: title)
         let sharing = await waitUntil(timeout: .seconds(10)) {
-            output().contains("window: sharing the screen in place of the video")
+            output().contains("window: sharing the screen beside the video (feed ")
         }
         #expect(sharing != nil, "\(output()) \(alice.errorOutput)")
+        let screenSeen = await waitUntil(timeout: .seconds(15)) {
+            bob.participant("alice-screen")?["videoFrames"] as? Int ?? 0 >= 30
+        }
+        #expect(screenSeen != nil, "Bob got no screen from Alice: \(bob.lastStatus ?? [:])")
+        #expect(bob.undecryptable(from: "alice-screen") == 0)
+        #expect(bob.participant("alice-screen")?["display"] as? String == "alice-screen:Alice (screen)")
         #expect(await framesGrow(by: 30), "Alice's video stopped while sharing the screen")
+        try server.type("s", intoWindowTitled: title)
+        let stopped = await waitUntil(timeout: .seconds(10)) {
+            output().contains("window: screen sharing stopped")
+                && bob.participant("alice-screen")?["present"] as? Bool == false
+        }
+        #expect(stopped != nil, "\(output()) \(bob.lastStatus ?? [:])")
+        #expect(await framesGrow(by: 30), "Alice's video stopped after the screen sharing")
 
         bob.signal(SIGTERM)
         alice.signal(SIGTERM)

@@ -38,37 +38,7 @@ import Testing
         #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
 
         // Alice's recorded video, decoded: the pattern's numbers, moving forward.
-        let manifest = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recording + "/manifest.json")))
-                as? [String: Any]
-        )
-        let participant = try #require(
-            (manifest["participants"] as? [[String: Any]])?.first { $0["userID"] as? String == "alice" },
-            "\(manifest)"
-        )
-        let file = try #require((participant["segments"] as? [[String: Any]])?.first?["file"] as? String)
-        let decoded = try runProcess(
-            "ffmpeg",
-            [
-                "-v", "error", "-i", recording + "/" + file, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "yuv420p",
-                "-",
-            ]
-        )
-        #expect(decoded.succeeded, "\(decoded.errorOutput)")
-        let frameBytes = VideoFrame.byteCount(width: 320, height: 240)
-        var numbers: [Int] = []
-        var offset = 0
-        while offset + frameBytes <= decoded.stdout.count {
-            let picture = try VideoFrame(
-                width: 320,
-                height: 240,
-                data: Array(decoded.stdout[offset..<(offset + frameBytes)]),
-                rtpTimestamp: 0
-            )
-            if let reading = PatternReader.read(picture) { numbers.append(reading.frameNumber) }
-            offset += frameBytes
-        }
-        let pictures = decoded.stdout.count / frameBytes
+        let (numbers, pictures) = try recordedNumbers(recording: recording, userID: "alice")
         let distinct = Set(numbers).count
         print("screen share: \(numbers.count) of \(pictures) recorded pictures readable, \(distinct) distinct")
         #expect(pictures >= 90, "\(pictures) pictures recorded")
@@ -77,6 +47,54 @@ import Testing
         let backwards = zip(numbers, numbers.dropFirst()).filter { $1 < $0 }.count
         #expect(backwards <= 2, "the pattern's numbers go forward (a loop aside): \(numbers)")
     }
+
+    /// `--video pattern --video screen:...`: Alice's pattern goes out in her feed and the screen
+    /// (showing the pattern from number 5000 on) in a feed of its own beside it. Bob records both
+    /// as two participants, and each recording holds its own pictures; Alice never receives her
+    /// own screen.
+    @Test func aScreenSharedBesideTheVideoIsAStreamOfItsOwn() async throws {
+        let server = try TestXServer(width: 640, height: 480)
+        defer { server.stop() }
+        let bed = try TestJanus.shared()
+        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
+        let video = call.directory.appendingPathComponent("pattern.y4m").path
+        try writePattern(path: video, width: 320, height: 240, frames: 300, from: Self.screenNumbers)
+        try server.play(video, x: 0, y: 0)
+
+        let alice = try call.join(
+            "alice",
+            ["--video", "pattern", "--video", "screen:\(server.display)+0,0,320x240", "--duration", "30"]
+        )
+        let recording = call.directory.appendingPathComponent("bob-recording").path
+        let bob = try call.join("bob", ["--video", "none", "--record", recording, "--duration", "30"])
+        let seen = await waitUntil(timeout: .seconds(25)) {
+            bob.participant("alice")?["videoFrames"] as? Int ?? 0 > 60
+                && bob.participant("alice-screen")?["videoFrames"] as? Int ?? 0 > 60
+        }
+        #expect(seen != nil, "bob: \(bob.lastStatus ?? [:]) alice: \(alice.errorOutput)")
+        #expect(bob.undecryptable(from: "alice") == 0)
+        #expect(bob.undecryptable(from: "alice-screen") == 0)
+        #expect(bob.participant("alice-screen")?["display"] as? String == "alice-screen:Alice (screen)")
+        let screenFeed = (alice.lastStatus?["screenFeed"] as? NSNumber)?.uint64Value
+        #expect(screenFeed != nil && screenFeed != (alice.lastStatus?["feed"] as? NSNumber)?.uint64Value)
+        #expect(alice.participant("alice-screen") == nil, "Alice subscribed to her own screen")
+        bob.signal(SIGTERM)
+        #expect(await bob.waitForExit() == 0, "\(bob.errorOutput)")
+        alice.signal(SIGTERM)
+        #expect(await alice.waitForExit() == 0, "\(alice.errorOutput)")
+
+        let camera = try recordedNumbers(recording: recording, userID: "alice").numbers
+        let screen = try recordedNumbers(recording: recording, userID: "alice-screen").numbers
+        print(
+            "two streams: video \(camera.count) readable (\(camera.first ?? -1)...), screen \(screen.count) (\(screen.first ?? -1)...)"
+        )
+        #expect(camera.count >= 60 && camera.allSatisfy { $0 < Self.screenNumbers }, "video: \(camera)")
+        #expect(screen.count >= 60 && screen.allSatisfy { $0 >= Self.screenNumbers }, "screen: \(screen)")
+    }
+
+    /// Where the pattern on the shared screen starts counting, far above what Alice's own
+    /// pattern reaches in the call.
+    static let screenNumbers = 5_000
 
     @Test func aMissingCameraAndAnUnreachableScreenAreOneLine() throws {
         let bed = try TestJanus.shared()
@@ -90,6 +108,16 @@ import Testing
         let screen = try call.joinToCompletion("alice", ["--video", "screen::65001"])
         #expect(!screen.succeeded)
         #expect(screen.errorOutput.contains("cannot reach X display :65001"), "\(screen.errorOutput)")
+        let three = try call.joinToCompletion("alice", ["--video", "pattern", "--video", "screen", "--video", "none"])
+        #expect(
+            three.errorOutput.contains("at most two: a video and a screen shared beside it"),
+            "\(three.errorOutput)"
+        )
+        let twoCameras = try call.joinToCompletion("alice", ["--video", "camera", "--video", "pattern"])
+        #expect(
+            twoCameras.errorOutput.contains("two streams are a video and a screen shared beside it"),
+            "\(twoCameras.errorOutput)"
+        )
         let spelling = try call.joinToCompletion("alice", ["--video", "camera@640x481"])
         #expect(
             spelling.errorOutput.contains("--video camera@640x481: the size must be WxH"),
@@ -98,12 +126,51 @@ import Testing
     }
 }
 
-/// Writes `frames` pictures of the test pattern at 30 frames a second as a Y4M file.
-private func writePattern(path: String, width: Int, height: Int, frames: Int) throws {
+/// The pattern numbers read from the decoded 320x240 video of `userID`'s first segment in a
+/// recording, in order, and how many pictures it holds.
+private func recordedNumbers(recording: String, userID: String) throws -> (numbers: [Int], pictures: Int) {
+    let manifest = try #require(
+        try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recording + "/manifest.json")))
+            as? [String: Any]
+    )
+    let participant = try #require(
+        (manifest["participants"] as? [[String: Any]])?.first { $0["userID"] as? String == userID },
+        "\(manifest)"
+    )
+    let file = try #require((participant["segments"] as? [[String: Any]])?.first?["file"] as? String)
+    let decoded = try runProcess(
+        "ffmpeg",
+        ["-v", "error", "-i", recording + "/" + file, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]
+    )
+    #expect(decoded.succeeded, "\(decoded.errorOutput)")
+    let frameBytes = VideoFrame.byteCount(width: 320, height: 240)
+    var numbers: [Int] = []
+    var offset = 0
+    while offset + frameBytes <= decoded.stdout.count {
+        let picture = try VideoFrame(
+            width: 320,
+            height: 240,
+            data: Array(decoded.stdout[offset..<(offset + frameBytes)]),
+            rtpTimestamp: 0
+        )
+        if let reading = PatternReader.read(picture) { numbers.append(reading.frameNumber) }
+        offset += frameBytes
+    }
+    return (numbers, decoded.stdout.count / frameBytes)
+}
+
+/// Writes `frames` pictures of the test pattern at 30 frames a second as a Y4M file, numbered
+/// from `first`.
+private func writePattern(path: String, width: Int, height: Int, frames: Int, from first: Int = 0) throws {
     let layout = try PatternLayout(width: width, height: height)
     var bytes = Data("YUV4MPEG2 W\(width) H\(height) F30:1 Ip A1:1 C420jpeg\n".utf8)
     for index in 0..<frames {
-        let picture = try PatternSource.render(layout: layout, frameNumber: index, flash: false, rtpTimestamp: 0)
+        let picture = try PatternSource.render(
+            layout: layout,
+            frameNumber: first + index,
+            flash: false,
+            rtpTimestamp: 0
+        )
         bytes.append(Data("FRAME\n".utf8))
         bytes.append(contentsOf: picture.data)
     }

@@ -147,6 +147,50 @@ import Testing
         await call.bob.leave()
     }
 
+    /// A screen shared during the call (a second pattern here: the session does not care what
+    /// the pictures are) is a feed of its own, "1-screen"; Janus's restart publishes it again
+    /// with the call's feed, and stopping the share takes it out of the room.
+    @Test func aSharedScreenIsPublishedAgainAfterJanusRestartsAndLeavesWhenStopped() async throws {
+        let bed = try TestJanus.start()
+        defer { bed.stop() }
+        let call = try await Self.startCall(on: bed)
+        #expect(await Self.mediaFlowsBothWays(call) != nil, "media flows before the share")
+        let screen = try #require(
+            try CallMediaSources.video(
+                .generated,
+                settings: .init(codec: .h264, width: 320, height: 240, frameRate: 15)
+            )
+        )
+        try await call.alice.shareScreen(screen)
+        await #expect(throws: CallError.self) { try await call.alice.shareScreen(screen) }
+        let firstScreenFeed = try #require(await call.alice.status().screenFeed)
+        let aliceFeed = await call.alice.feedID
+        #expect(firstScreenFeed != aliceFeed)
+        let shown = await Self.waitUntil { await Self.frames(from: "1-screen", at: call.bob) > 20 }
+        let seenByBob = await call.bob.status().participants.map(\.id)
+        #expect(shown != nil, "Bob receives Alice's screen: \(seenByBob)")
+
+        try bed.restartJanus()
+        #expect(await Self.mediaFlowsBothWays(call, beyond: 5) != nil, "media flows again after Janus restarted")
+        let before = await Self.frames(from: "1-screen", at: call.bob)
+        let again = await Self.waitUntil { await Self.frames(from: "1-screen", at: call.bob) > before + 20 }
+        #expect(again != nil, "the screen is shared again after the restart")
+        let screenAfter = try #require(await call.alice.status().screenFeed)
+        #expect(screenAfter != firstScreenFeed)
+        #expect(await Self.participant("1-screen", of: call.bob)?.undecryptable == 0)
+
+        await call.alice.stopSharingScreen()
+        #expect(await call.alice.status().screenFeed == nil)
+        let gone = await Self.waitUntil { await Self.participant("1-screen", of: call.bob)?.present == false }
+        #expect(gone != nil, "the screen's feed leaves the room")
+        #expect(await Self.mediaFlowsBothWays(call) != nil, "the call goes on without the screen")
+        // Alice never subscribed to her own screen.
+        let seenByAlice = await call.alice.status().participants.map(\.id)
+        #expect(seenByAlice == ["2"])
+        await call.alice.leave()
+        await call.bob.leave()
+    }
+
     @Test func afterTheLinkIsDownForFiveSecondsMediaFlowsAgain() async throws {
         let bed = try TestJanus.start()
         defer { bed.stop() }

@@ -34,6 +34,22 @@ import Testing
         )
     }
 
+    @Test func videoGivenTwiceIsAVideoAndAScreenBesideIt() throws {
+        #expect(try VideoChoices(parsing: []) == VideoChoices(main: "pattern", screen: nil))
+        #expect(try VideoChoices(parsing: ["camera"]) == VideoChoices(main: "camera", screen: nil))
+        #expect(try VideoChoices(parsing: ["screen::1"]) == VideoChoices(main: "screen::1", screen: nil))
+        #expect(
+            try VideoChoices(parsing: ["camera:/dev/video2", "screen::1"])
+                == VideoChoices(main: "camera:/dev/video2", screen: ScreenRequest(display: ":1"))
+        )
+        #expect(try VideoChoices(parsing: ["screen", "none"]) == VideoChoices(main: "none", screen: ScreenRequest()))
+        for values in [["camera", "pattern"], ["screen", "screen::1"], ["pattern", "screen", "none"]] {
+            #expect(throws: LiveVideoRequestError.self, "\(values)") { try VideoChoices(parsing: values) }
+        }
+        // A badly spelled screen is its own error, not "two streams".
+        #expect(throws: LiveVideoRequestError.self) { try VideoChoices(parsing: ["camera", "screen:nowhere"]) }
+    }
+
     @Test func otherTextIsNotALiveDevice() throws {
         for text in ["pattern", "none", "clip.mkv", "cameras.mkv", "screenshot.webm", "/tmp/camera", ""] {
             #expect(try LiveVideoRequest.parse(text) == nil, "\(text)")

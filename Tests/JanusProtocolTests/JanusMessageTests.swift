@@ -189,6 +189,16 @@ enum RealJanus {
         #expect(ParticipantDisplay(userID: "7", name: "Bo").description == "7:Bo")
     }
 
+    @Test func aScreenShareHasAUserIDOfItsOwn() {
+        let screen = ParticipantDisplay(parsing: "42:Alice").screenShare
+        #expect(screen.description == "42-screen:Alice (screen)")
+        #expect(ParticipantDisplay(parsing: screen.description) == screen)
+        #expect(screen.isScreenShare && !ParticipantDisplay(parsing: "42:Alice").isScreenShare)
+        // ECall maps feeds to users by a numeric id: the screen's is not one.
+        #expect(UInt64(screen.userID ?? "") == nil)
+        #expect(ParticipantDisplay(parsing: "Alice").screenShare.description == "Alice (screen)")
+    }
+
     @Test func malformedInputGivesTypedErrors() {
         #expect(throws: JanusProtocolError.self) { try JanusMessage(text: "not json") }
         #expect(throws: JanusProtocolError.missingField("janus", in: "message")) { try JanusMessage(text: "{}") }
