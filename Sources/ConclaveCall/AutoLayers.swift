@@ -31,7 +31,14 @@ struct AutoLayers {
             }
             let statistics = await subscriber.statistics
             let simulcasting = subscriber.receivedLayers
-            for stream in subscriber.streams where stream.type == "video" && stream.isActive {
+            // Participants come and go for hours in a long call: forget the ones gone.
+            let streams = subscriber.streams
+            let present = Set(streams.compactMap(\.feedID))
+            heights.keep(only: present)
+            machines = machines.filter { present.contains($0.key) }
+            let mids = Set(streams.map(\.mid))
+            previous = previous.filter { mids.contains($0.key) }
+            for stream in streams where stream.type == "video" && stream.isActive {
                 guard let feed = stream.feedID, simulcasting[feed] != nil, layer(feed) == .auto,
                     let now = statistics[stream.mid]
                 else {
@@ -90,5 +97,11 @@ package struct HighestHeights {
         }
         last[feed] = (received, pictureHeight)
         return known[feed]
+    }
+
+    /// Forgets every feed but `feeds` (the ones still subscribed).
+    package mutating func keep(only feeds: Set<UInt64>) {
+        last = last.filter { feeds.contains($0.key) }
+        known = known.filter { feeds.contains($0.key) }
     }
 }

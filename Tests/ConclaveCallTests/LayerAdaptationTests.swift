@@ -123,6 +123,10 @@ import Testing
         #expect(heights.note(feed: 1, pictureHeight: 120, received: .high) == 480)
         #expect(heights.note(feed: 1, pictureHeight: 480, received: .high) == 480)
         #expect(heights.note(feed: 2, pictureHeight: 240, received: .medium) == nil, "per feed")
+        // A feed that left is forgotten; one still subscribed is kept.
+        heights.keep(only: [2])
+        #expect(heights.note(feed: 1, pictureHeight: 480, received: .high) == nil)
+        #expect(heights.note(feed: 2, pictureHeight: 240, received: .medium) == 480)
     }
 
     @Test func randomSamplesKeepTheTargetInRangeAndMoveOneStepAtATime() {
