@@ -61,7 +61,8 @@ public actor CallKeyCoordinator {
     ///   - storage: where each epoch is kept (wrapped for this device) with its validity window;
     ///     nil keeps nothing on disk.
     ///   - epochApplied: told each epoch installed or scheduled, with when it takes effect (a
-    ///     recording lists them: ``RecordingSession/keyEpochApplied(_:validFrom:)``).
+    ///     recording lists them: ``RecordingSession/keyEpochApplied(_:validFrom:)``); not told of a
+    ///     key that was current already, nor of a late one kept for decryption only.
     public init(
         lifecycle: sending CallKeyLifecycle,
         channel: any SignalingChannel,
@@ -149,7 +150,9 @@ public actor CallKeyCoordinator {
     /// The current key host.
     public var host: DeviceAddress? { lifecycle.host }
 
-    /// Every epoch this device scheduled or installed, in order.
+    /// Every epoch this device scheduled or installed, in the order they take effect: a key
+    /// installed now comes before one scheduled earlier for a later time (a rejoining device can
+    /// get the next rotation before the current key).
     public var appliedEpochs: [AppliedEpoch] { applied }
 
     /// How many key messages were rejected (forged, replayed, misaddressed).
@@ -195,12 +198,17 @@ public actor CallKeyCoordinator {
             case .send(let message, let device):
                 outboxContinuation.yield(Outgoing(body: message.jsonBody(), device: device, type: message.type))
             case .install(let key, let epoch):
-                keyRing.install(key, epoch: epoch)
-                record(AppliedEpoch(epoch: epoch, validFrom: Date()))
+                // Only a change is an epoch applied: the key current already (a second answer
+                // bringing it) is not, nor one the ring keeps for decryption only because it has
+                // applied a newer rotation on its own clock since the lifecycle decided.
+                if keyRing.install(key, epoch: epoch) == .madeCurrent {
+                    record(AppliedEpoch(epoch: epoch, validFrom: Date()))
+                }
             case .schedule(let key, let epoch, let at):
                 let delay = at.timeIntervalSinceNow
                 keyRing.schedule(key, epoch: epoch, after: .milliseconds(Int64((max(delay, 0) * 1000).rounded())))
                 record(AppliedEpoch(epoch: epoch, validFrom: at))
+            case .retain(let key, let epoch): keyRing.retain(key, epoch: epoch)
             case .store(let epoch, let wrappedKey, let validFrom):
                 do {
                     try storage?.storeWrappedKey(
@@ -235,7 +243,8 @@ public actor CallKeyCoordinator {
     }
 
     private func record(_ epoch: AppliedEpoch) {
-        applied.append(epoch)
+        let index = applied.lastIndex { $0.validFrom <= epoch.validFrom }.map { $0 + 1 } ?? 0
+        applied.insert(epoch, at: index)
         epochApplied?(epoch)
     }
 

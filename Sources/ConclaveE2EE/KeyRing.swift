@@ -61,19 +61,50 @@ public struct KeyRing: Sendable {
         self.retention = retention
     }
 
+    /// What ``install(_:at:)`` did with a key.
+    public enum Installation: Sendable, Hashable {
+        /// The key is current from now on; it was not before.
+        case madeCurrent
+        /// The key was current already: nothing changed.
+        case alreadyCurrent
+        /// The key's epoch is older than the current one's: it is kept for decryption only
+        /// (``retain(_:at:)``) and the current key stays.
+        case keptForDecryption
+    }
+
     /// Makes `entry` current now; the old current becomes previous (unless it is the same key), as
-    /// ECall's `setUpAesKey` does. A pending `next` with the same key is consumed.
-    public mutating func install(_ entry: KeyRingEntry, at now: Duration) {
+    /// ECall's `setUpAesKey` does. A pending `next` with the same key, or with an epoch that is not
+    /// newer, is consumed: applied later, it would replace a newer key.
+    ///
+    /// Epochs only move forward here: an `entry` older than the current key (an answer written
+    /// before a rotation that this ring has applied meanwhile) is kept for decryption only. The
+    /// ring applies a due rotation on its own clock, so a caller deciding from its own view of
+    /// time can be a moment behind it.
+    @discardableResult
+    public mutating func install(_ entry: KeyRingEntry, at now: Duration) -> Installation {
+        if let next, next.key == entry.key || next.epoch <= entry.epoch { forgetNext() }
+        if let current, entry.epoch < current.epoch {
+            retain(entry, at: now)
+            return .keptForDecryption
+        }
+        guard current != entry else { return .alreadyCurrent }
         if let current, current.key != entry.key {
             previous = current
             previousRetiredAt = now
         }
         current = entry
-        if next?.key == entry.key {
-            next = nil
-            nextScheduledAt = nil
-            nextApplyAt = nil
-        }
+        return .madeCurrent
+    }
+
+    /// Keeps `entry` usable for decryption without making it current: a key that arrives after a
+    /// newer one took over may still be the one of frames in flight. It takes the previous slot,
+    /// retired now, unless it is the current or next key, or the previous slot holds a newer epoch
+    /// (the ring keeps one previous key, as ECall keeps one backup).
+    public mutating func retain(_ entry: KeyRingEntry, at now: Duration) {
+        guard entry.key != current?.key, entry.key != next?.key else { return }
+        if let previous, previous.epoch > entry.epoch { return }
+        previous = entry
+        previousRetiredAt = now
     }
 
     /// Schedules a rotation: `entry` is usable for decryption at once, and becomes current at `applyAt`
@@ -97,10 +128,14 @@ public struct KeyRing: Sendable {
             previousRetiredAt = nil
         }
         if next != nil, let scheduledAt = nextScheduledAt, now - scheduledAt >= retention.next {
-            next = nil
-            nextScheduledAt = nil
-            nextApplyAt = nil
+            forgetNext()
         }
+    }
+
+    private mutating func forgetNext() {
+        next = nil
+        nextScheduledAt = nil
+        nextApplyAt = nil
     }
 
     /// The keys to try for a frame of `kind`, in ECall's order: current, previous, next.
@@ -140,10 +175,25 @@ public final class CallKeyRing: Sendable {
     /// The time source the ring uses.
     public var timeSource: any MonotonicTimeSource { clock }
 
-    /// Makes `key` current now (a received invitation, an emergency key, a rejoin).
-    public func install(_ key: CallKey, epoch: UInt64) {
+    /// Makes `key` current now (a received invitation, an emergency key, a rejoin), unless its
+    /// epoch is older than the current one's: see ``KeyRing/install(_:at:)``.
+    @discardableResult
+    public func install(_ key: CallKey, epoch: UInt64) -> KeyRing.Installation {
         let now = clock.now()
-        ring.withLock { $0.install(KeyRingEntry(key: key, epoch: epoch), at: now) }
+        return ring.withLock {
+            $0.advance(to: now)
+            return $0.install(KeyRingEntry(key: key, epoch: epoch), at: now)
+        }
+    }
+
+    /// Keeps `key` usable for decryption only (a late key older than the current one): see
+    /// ``KeyRing/retain(_:at:)``.
+    public func retain(_ key: CallKey, epoch: UInt64) {
+        let now = clock.now()
+        ring.withLock {
+            $0.advance(to: now)
+            $0.retain(KeyRingEntry(key: key, epoch: epoch), at: now)
+        }
     }
 
     /// Schedules a rotation to `key` after `delay` (zero or negative applies at once).

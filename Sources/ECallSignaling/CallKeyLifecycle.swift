@@ -21,6 +21,11 @@ import Foundation
 ///   with its current key wrapped for the requesting device itself.
 /// - **Rejoin**: a device without the key asks everyone (`participant_request_rejoin`); any
 ///   participant with the key answers, the first answer to a pending request is used.
+/// - **Late answers**: an answer (`send_aes_key`, `participant_accept_rejoin`) carries the key the
+///   sender had when it wrote it, and can arrive after this device moved on. Epochs only move
+///   forward: an answered epoch older than the current one is kept for decryption only (frames
+///   under it may still be in flight), never made current again, never stored as the call's key.
+///   ECall has no epochs and installs whatever key an answer brings.
 /// - **Signaling outages**: a rotation falling due (or a departure) while the broker is out of
 ///   reach is not sent into a queue the others may never read, with the host switching to a key
 ///   nobody else has: it is owed, and made ``Configuration/resumeDelay`` after the channel is back,
@@ -115,6 +120,8 @@ public struct CallKeyLifecycle {
         case install(CallKey, epoch: UInt64)
         /// Make `key` usable for decryption now and current at `at`.
         case schedule(CallKey, epoch: UInt64, at: Date)
+        /// Keep `key` usable for decryption only: it arrived after a newer epoch became current.
+        case retain(CallKey, epoch: UInt64)
         /// Keep `wrappedKey` (wrapped for this device) as epoch `epoch`, current from `validFrom`.
         case store(epoch: UInt64, wrappedKey: String, validFrom: Date)
         /// A key request was answered (or its answer failed): the next one may go out.
@@ -540,19 +547,18 @@ public struct CallKeyLifecycle {
         guard awaitingKey else { return rejected(message, "no key request is pending") }
         if let reason = rejection(of: message, now: now, entitled: { $0 == host }) { return rejected(message, reason) }
         let epoch = message.epoch ?? current?.epoch ?? 0
-        if let have = current?.epoch, epoch < have, message.signature != nil {
-            return rejected(message, "epoch \(epoch) is older than the current \(have)")
-        }
         awaitingKey = false
         switch unwrap(message) {
         case .success(let key):
-            current = (key, epoch)
-            return unsignedWarning(message) + [
-                .install(key, epoch: epoch),
-                .store(epoch: epoch, wrappedKey: message.encryptedAESKey ?? "", validFrom: now),
-                .keyRequestCompleted,
-                .log(.notice, "installed the key host's current key (epoch \(epoch))"),
-            ]
+            return unsignedWarning(message)
+                + take(
+                    key,
+                    epoch: epoch,
+                    answer: message,
+                    now: now,
+                    line: "installed the key host's current key (epoch \(epoch))"
+                )
+                + [.keyRequestCompleted]
         case .failure(let reason):
             return [.keyRequestCompleted] + rejected(message, reason)
         }
@@ -593,13 +599,44 @@ public struct CallKeyLifecycle {
         case .failure(let reason): return rejected(message, reason)
         }
         awaitingRejoin = false
-        let epoch = message.epoch ?? 0
+        // ECall's answers name no epoch: the current one, as for send_aes_key (the first answer
+        // to a device without a key is epoch 0).
+        let epoch = message.epoch ?? current?.epoch ?? 0
+        return unsignedWarning(message)
+            + take(key, epoch: epoch, answer: message, now: now, line: "rejoined with the key of epoch \(epoch)")
+    }
+
+    /// Takes the key of epoch `epoch` that `answer` brought (a key request's or a rejoin's).
+    ///
+    /// An answer holds the key its sender had when writing it, and a device that asked can move on
+    /// before it arrives: a rotation applies meanwhile, or the second of two answers (a rejoining
+    /// device asks everyone, and the key host when its first frames fail) comes after one. Made
+    /// current, an older epoch would be the sending key again after a newer one, and the newer key
+    /// would be lost for good. So an older epoch is kept for decryption only. The current epoch
+    /// again is installed: a key request exists to repair a key that does not work. A newer one is
+    /// installed and replaces a scheduled key that is not newer still (applied at its time, that
+    /// one would be the step back). The key store gets the key only when no newer one is scheduled:
+    /// its last entry is the key the call goes on with.
+    private mutating func take(_ key: CallKey, epoch: UInt64, answer: SignalMessage, now: Date, line: String)
+        -> [Action]
+    {
+        if let have = current?.epoch, epoch < have {
+            return [
+                .retain(key, epoch: epoch),
+                .log(
+                    .notice,
+                    "kept the key of epoch \(epoch) from a late \(answer.type) for decryption only; epoch \(have) stays current"
+                ),
+            ]
+        }
         current = (key, epoch)
-        return unsignedWarning(message) + [
-            .install(key, epoch: epoch),
-            .store(epoch: epoch, wrappedKey: message.encryptedAESKey ?? "", validFrom: now),
-            .log(.notice, "rejoined with the key of epoch \(epoch)"),
-        ]
+        if let pending, pending.epoch <= epoch { self.pending = nil }
+        var actions: [Action] = [.install(key, epoch: epoch)]
+        if pending == nil {
+            actions.append(.store(epoch: epoch, wrappedKey: answer.encryptedAESKey ?? "", validFrom: now))
+        }
+        actions.append(.log(.notice, line))
+        return actions
     }
 
     private mutating func handover(_ message: SignalMessage, now: Date) -> [Action] {

@@ -203,6 +203,11 @@ import Testing
         // earlier applied a prefix; bob and dave may see one more as the other leaves).
         let full = applied["rec"] ?? []
         #expect(full.count >= 3, "\(applied)")
+        // Epochs only move forward, each applied once: a key answered late (written before a
+        // rotation) is kept for decryption only, and one that was current already is no change.
+        for (name, epochs) in applied {
+            #expect(zip(epochs, epochs.dropFirst()).allSatisfy { $0 < $1 }, "\(name): \(epochs)")
+        }
         for name in ["alice", "bob", "carol", "dave"] {
             let theirs = applied[name] ?? []
             let common = min(theirs.count, full.count)
@@ -218,12 +223,12 @@ import Testing
         func undecryptable(_ line: [String: Any]) -> Int {
             (line["participants"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["undecryptable"] as? Int ?? 0) }
         }
-        // An epoch installed twice in a row is one epoch: a rejoining device whose first frames
-        // fail also asks the key host, and both answers carry the current key (seen in CI:
-        // [3, 3, 4, 5, 6, 7]). Re-installing is right (an emergency request exists to repair a key).
-        let rejoinApplied = (rejoinLines.last?["appliedEpochs"] as? [Int] ?? []).reduce(into: [Int]()) {
-            if $0.last != $1 { $0.append($1) }
-        }
+        // A rejoining device whose first frames fail also asks the key host, so two answers
+        // may bring its first key: the second is no new epoch. One written before a rotation and
+        // arriving after it is kept for decryption only (seen under load before that was so:
+        // [3, 4, 3, 5, 6, 7]). So its epochs go forward and each comes once.
+        let rejoinApplied = rejoinLines.last?["appliedEpochs"] as? [Int] ?? []
+        #expect(zip(rejoinApplied, rejoinApplied.dropFirst()).allSatisfy { $0 < $1 }, "\(rejoinApplied)")
         #expect(
             undecryptable(rejoinLines.last ?? [:]) == undecryptable(firstKeyed),
             "undecryptable frames after the rejoin's key came: \(undecryptable(firstKeyed)) then \(undecryptable(rejoinLines.last ?? [:]))"
@@ -232,12 +237,16 @@ import Testing
         let callEpochs = applied["bob"] ?? []
         // bob and dave stop together: whichever leaves second may have rotated once more as the
         // other left (dave becomes host when bob goes, bob rotates when dave goes). Up to the last
-        // epoch both applied, dave's epochs are the call's last ones, with none missing.
+        // epoch both applied, dave's epochs are the call's. His first comes from an answer, which
+        // may name the epoch the call is leaving while the next one was sent before the host saw
+        // him back in the room (seen once: [3, 5, 6]); from his second on, none is missing.
         let lastShared = min(rejoinApplied.last ?? 0, callEpochs.last ?? 0)
         let rejoinShared = rejoinApplied.filter { $0 <= lastShared }
         let callShared = callEpochs.filter { $0 <= lastShared }
+        let followed = callShared.filter { $0 >= rejoinShared.dropFirst().first ?? lastShared }
         #expect(
-            !rejoinShared.isEmpty && callShared.suffix(rejoinShared.count).elementsEqual(rejoinShared)
+            !rejoinShared.isEmpty && Set(rejoinShared).isSubset(of: Set(callShared))
+                && (rejoinShared.count == 1 || followed.elementsEqual(rejoinShared.dropFirst()))
                 && rejoinApplied.count - rejoinShared.count <= 1 && callEpochs.count - callShared.count <= 1,
             "rejoin applied \(rejoinApplied), the call \(callEpochs)"
         )

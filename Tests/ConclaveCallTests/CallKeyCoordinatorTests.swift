@@ -160,6 +160,73 @@ import Testing
         for device in devices.values { await device.coordinator.stop() }
     }
 
+    /// A rejoining device asks everyone for the key, and the key host as its first frames fail.
+    /// The host's answer comes first, then a rotation applies, and only then a participant's
+    /// rejoin answer, written under the older epoch (a loaded broker delivered them so; the device
+    /// then applied epochs 3, 4, 3). That answer is kept for decryption only: the newer epoch stays
+    /// the sending key and is the last epoch applied. Every input goes through the one ordered
+    /// stream of messages, so the order is the test's, whatever the timing.
+    @Test func aRejoinAnswerOvertakenByARotationDoesNotTakeTheKeyBack() async throws {
+        let hub = InMemorySignalingHub()
+        let testRoster = try TestRoster(count: 3)
+        let identities = testRoster.identities
+        let carol = try #require(testRoster.entries.first { $0.userId == 3 })
+        let ring = CallKeyRing()
+        let lines = Lines()
+        let coordinator = CallKeyCoordinator(
+            lifecycle: CallKeyLifecycle(
+                configuration: .init(callId: 77, me: carol.device),
+                identity: try DeviceIdentity(type: .p256, privateKeyBytes: identities[3]!.privateKeyBytes),
+                roster: testRoster.entries,
+                key: nil
+            ),
+            channel: hub.channel(forDevice: carol.deviceId),
+            keyRing: ring,
+            storage: nil,
+            logger: Logger(label: "coordinator-3") { _ in Capturing(lines: lines) }
+        )
+        await coordinator.start(crypto: nil)
+        await coordinator.requestRejoin()
+        coordinator.submit(
+            .keyNeeded(KeyNeededEvent(callID: 77, senderID: 1, codec: .h264, reason: .authenticationFailed))
+        )
+        // The rejoin request and the key request are out: both answers are awaited.
+        #expect(await Self.eventually { hub.deliveredCount(toDevice: 11) == 2 })
+
+        let first = CallKey.random()
+        let second = CallKey.random()
+        func message(_ type: SignalMessageType, key: CallKey, epoch: UInt64, from sender: UInt64) throws -> String {
+            var message = SignalMessage(type: type)
+            message.callId = 77
+            message.participantId = 3
+            message.participantDeviceId = 31
+            message.calleeDeviceId = type == .participantAcceptRejoin ? 31 : nil
+            message.epoch = epoch
+            message.keyRotationTimestamp = type == .keyRotation ? Date().timeIntervalSince1970 : nil
+            message.encryptedAESKey = try KeyWrapping.wrap(key, for: identities[3]!.publicKey)
+            message.senderId = sender
+            message.senderDeviceId = sender * 10 + 1
+            return try message.signed(by: identities[sender]!, at: Date()).jsonBody()
+        }
+        let lateRejoinAnswer = try message(.participantAcceptRejoin, key: first, epoch: 0, from: 2)
+        hub.deliver(try message(.sendAESKey, key: first, epoch: 0, from: 1), toDevice: 31)
+        #expect(await Self.eventually { ring.current()?.epoch == 0 })
+        // A rotation due at once: the ring applies it as soon as it is asked for the current key.
+        hub.deliver(try message(.keyRotation, key: second, epoch: 1, from: 1), toDevice: 31)
+        #expect(await Self.eventually { ring.current()?.epoch == 1 })
+        hub.deliver(lateRejoinAnswer, toDevice: 31)
+        hub.deliver(#"{"type":"marker","callId":77}"#, toDevice: 31)
+        #expect(await Self.eventually { lines.count(.notice, containing: "type 'marker'") == 1 })
+
+        #expect(ring.current() == KeyRingEntry(key: second, epoch: 1), "epoch 1 stays the sending key")
+        #expect(ring.candidates(for: .video).contains(KeyRingEntry(key: first, epoch: 0)), "epoch 0 still decrypts")
+        #expect(await coordinator.appliedEpochs.map(\.epoch) == [0, 1])
+        #expect(await coordinator.rejectedMessages == 0)
+        #expect(lines.count(.notice, containing: "kept the key of epoch 0") == 1, "\(lines.all)")
+        await coordinator.stop()
+        hub.close()
+    }
+
     /// A hub channel whose sends wait until the test opens the gate: a broker that is away.
     final class StalledChannel: SignalingChannel {
         let inner: InMemorySignalingChannel

@@ -58,6 +58,51 @@ struct KeyRingTests {
         #expect(ring.previous == first)
     }
 
+    @Test("an older epoch installed after a newer one is kept for decryption only")
+    func olderEpochIsNotMadeCurrent() {
+        var ring = KeyRing()
+        #expect(ring.install(first, at: .zero) == .madeCurrent)
+        ring.schedule(second, applyAt: .seconds(10), at: .zero)
+        ring.advance(to: .seconds(10))
+        // An answer written under epoch 0 arrives after epoch 1 applied.
+        #expect(ring.install(first, at: .seconds(11)) == .keptForDecryption)
+        #expect(ring.current == second)
+        #expect(ring.decryptionCandidates(for: .audio, at: .seconds(40)) == [second, first], "retained from then on")
+        #expect(ring.install(second, at: .seconds(12)) == .alreadyCurrent)
+        // An older key does not push out a newer previous one.
+        ring.install(third, at: .seconds(13))
+        ring.retain(first, at: .seconds(14))
+        #expect(ring.previous == second)
+    }
+
+    @Test("installing a key consumes a scheduled one that is not newer")
+    func installSupersedesAnOlderNext() {
+        var ring = KeyRing()
+        ring.install(first, at: .zero)
+        ring.schedule(second, applyAt: .seconds(10), at: .zero)
+        ring.install(third, at: .seconds(1))
+        #expect(ring.next == nil)
+        ring.advance(to: .seconds(10))
+        #expect(ring.current == third, "epoch 1 never follows epoch 2")
+        // A newer scheduled key stays.
+        var other = KeyRing()
+        other.install(first, at: .zero)
+        other.schedule(third, applyAt: .seconds(10), at: .zero)
+        #expect(other.install(second, at: .seconds(1)) == .madeCurrent)
+        #expect(other.next == third)
+    }
+
+    @Test("the shared ring applies a due rotation before it installs")
+    func sharedRingInstallsAfterADueRotation() {
+        let clock = ManualTimeSource()
+        let ring = CallKeyRing(clock: clock)
+        ring.install(first.key, epoch: 0)
+        ring.schedule(second.key, epoch: 1, after: .seconds(10))
+        clock.advance(by: .seconds(10))
+        #expect(ring.install(first.key, epoch: 0) == .keptForDecryption)
+        #expect(ring.current() == second)
+    }
+
     @Test("frames of the old key still decrypt after a rotation, through the shared ring")
     func stagesFollowRotation() throws {
         let clock = ManualTimeSource()

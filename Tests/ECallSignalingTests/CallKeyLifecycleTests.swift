@@ -97,6 +97,14 @@ struct Network {
         return first ?? []
     }
 
+    /// Like ``feed(_:_:)``, but what is sent to the devices in `held` is held up on its way: it
+    /// never arrives (a test takes it from ``sends(_:_:)`` and delivers it later).
+    mutating func feed(_ device: UInt64, _ input: CallKeyLifecycle.Input, holdingUp held: Set<UInt64>) {
+        let away = held.compactMap { id in devices.removeValue(forKey: id).map { (id, $0) } }
+        feed(device, input)
+        for (id, lifecycle) in away { devices[id] = lifecycle }
+    }
+
     mutating func advance(by seconds: Double) { now = now.addingTimeInterval(seconds) }
 
     /// The last key `device` scheduled or installed, with its epoch.
@@ -386,6 +394,92 @@ struct Network {
         net.feed(21, .message(stranger))
         #expect(net.sends(21, .participantAcceptRejoin).count == 1)
         #expect(net.warnings(21).last?.contains("not in the call's roster") == true)
+    }
+
+    /// Answers overtaken by a rotation, as a loaded broker delivered them to a rejoining device
+    /// (which then applied epochs 3, 4, 3): each is kept for decryption only, and the newer epoch
+    /// stays current and stored.
+    @Test func answersOvertakenByARotationNeverMakeTheirOlderEpochCurrentAgain() throws {
+        var net = try Network(keyless: [31])
+        let failed = KeyNeededEvent(callID: 7, senderID: 1, codec: .h264, reason: .authenticationFailed)
+        // Carol asks everyone for the key (a rejoin), and the host as her first frames fail.
+        net.feed(31, .rejoinNeeded, holdingUp: [11, 21])
+        net.feed(31, .keyNeeded(failed), holdingUp: [11])
+        let rejoinRequest = try #require(net.sends(31, .participantRequestRejoin).first { $0.1 == 21 }?.0)
+        let keyRequest = try #require(net.sends(31, .requestAESKey).first?.0)
+        // Bob answers the rejoin under epoch 0, and his answer is held up on its way.
+        net.feed(21, .message(rejoinRequest), holdingUp: [31])
+        let lateRejoin = try #require(net.sends(21, .participantAcceptRejoin).first?.0)
+        #expect(lateRejoin.epoch == 0)
+        // The host's answer arrives: carol has epoch 0. Then epoch 1 is rotated in and applies.
+        net.feed(11, .message(keyRequest))
+        #expect(net.lastKey(31)?.1 == 0)
+        net.advance(by: 20)
+        net.feed(11, .tick)
+        let (rotated, rotatedEpoch) = try #require(net.lastKey(11))
+        #expect(rotatedEpoch == 1 && net.lastKey(31)?.0 == rotated)
+        net.advance(by: 10)
+
+        // Bob's answer arrives now.
+        let rejoin = net.feed(31, .message(lateRejoin))
+        #expect(rejoin.contains(.retain(net.key, epoch: 0)), "\(rejoin)")
+        #expect(!rejoin.contains { Self.changesTheKey($0) }, "\(rejoin)")
+        #expect(net.lastKey(31)?.1 == 1, "epoch 1 stays current")
+
+        // A key request answered under epoch 1 arrives after epoch 2 applied: kept the same way,
+        // and it completes the request without counting as a rejected message.
+        net.feed(31, .keyNeeded(failed), holdingUp: [11])
+        let secondRequest = try #require(net.sends(31, .requestAESKey).last?.0)
+        net.feed(11, .message(secondRequest), holdingUp: [31])
+        let lateAnswer = try #require(net.sends(11, .sendAESKey).last?.0)
+        #expect(lateAnswer.epoch == 1)
+        net.advance(by: 10)
+        net.feed(11, .tick)
+        net.advance(by: 10)
+        let answer = net.feed(31, .message(lateAnswer))
+        #expect(answer.contains(.retain(rotated, epoch: 1)), "\(answer)")
+        #expect(answer.contains(.keyRequestCompleted))
+        #expect(!answer.contains { Self.changesTheKey($0) }, "\(answer)")
+        #expect(net.lastKey(31)?.1 == 2)
+        #expect(net.warnings(31).isEmpty, "\(net.warnings(31))")
+
+        // What carol hands on is the newest key: her answer to a rejoin names epoch 2.
+        var request = SignalMessage(type: .participantRequestRejoin)
+        request.callId = 7
+        request.participantId = 2
+        request.calleeDeviceId = 21
+        net.feed(31, .message(try request.signed(by: net.identities[21]!, at: net.now)), holdingUp: [21])
+        #expect(net.sends(31, .participantAcceptRejoin).last?.0.epoch == 2)
+    }
+
+    /// A second answer with the current key while the next one is scheduled (a rejoin answer and a
+    /// key answer both on their way) is installed again, as a repair, but not stored: the store's
+    /// last entry stays the scheduled key.
+    @Test func theCurrentKeyAnsweredAgainBeforeAScheduledOneIsNotStoredOverIt() throws {
+        var net = try Network(keyless: [31])
+        net.feed(31, .rejoinNeeded, holdingUp: [11, 21])
+        let rejoinRequest = try #require(net.sends(31, .participantRequestRejoin).first { $0.1 == 11 }?.0)
+        net.feed(11, .message(rejoinRequest))
+        #expect(net.lastKey(31)?.1 == 0)
+        net.advance(by: 20)
+        net.feed(11, .tick)
+        #expect(net.lastKey(31)?.1 == 1, "scheduled, ten seconds ahead")
+        let failed = KeyNeededEvent(callID: 7, senderID: 1, codec: .opus, reason: .authenticationFailed)
+        net.feed(31, .keyNeeded(failed), holdingUp: [11])
+        let before = net.actions[31]?.count ?? 0
+        net.feed(11, .message(try #require(net.sends(31, .requestAESKey).last?.0)))
+        let answered = Array((net.actions[31] ?? []).dropFirst(before))
+        #expect(answered.contains(.install(net.key, epoch: 0)), "\(answered)")
+        #expect(!answered.contains { if case .store = $0 { true } else { false } }, "\(answered)")
+        #expect(net.devices[31]?.latestEpoch == 1)
+    }
+
+    /// Whether `action` installs, schedules or stores a key.
+    static func changesTheKey(_ action: CallKeyLifecycle.Action) -> Bool {
+        switch action {
+        case .install, .schedule, .store: true
+        default: false
+        }
     }
 
     @Test func rejoinAnswersMustMatchThePendingRequest() throws {
