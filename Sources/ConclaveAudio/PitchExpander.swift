@@ -12,7 +12,8 @@
 /// good frame up from that low level over two more frames: under 5 % random loss that is a dip
 /// heard in the middle of a word (a gap) every few seconds. The Opus decoder is not told about
 /// the loss; the frame after it is decoded as it comes and crossfaded in from this expansion's
-/// continuation (see `PlayoutBuffer`).
+/// continuation (see `PlayoutBuffer`), or rebuilt from its successor's FEC when the run repeats
+/// silence (``concealsSilence``).
 ///
 /// Everything is preallocated; searching the pitch costs a few thousand multiplications, once
 /// per concealment run. Not thread-safe: the playout buffer's thread owns it.
@@ -43,6 +44,13 @@ struct PitchExpander {
     /// Whether a concealment run is under way (its output is what the signal continues with).
     var isConcealing: Bool { lag > 0 }
 
+    /// Whether the run under way repeats silence (a period whose peak is at most
+    /// ``silencePeak``, about -36 dBFS): a pause was playing when the loss began.
+    private(set) var concealsSilence = false
+
+    /// The loudest sample of a period that counts as silence.
+    static let silencePeak: Int16 = 512
+
     /// Notes samples that were played (decoded, recovered or concealed), newest last.
     mutating func record(_ samples: ArraySlice<Int16>) {
         let count = min(samples.count, Self.historySamples)
@@ -62,6 +70,7 @@ struct PitchExpander {
     mutating func end() {
         lag = 0
         position = 0
+        concealsSilence = false
     }
 
     /// Appends the next `count` concealed samples to `output`, starting a run if none is under way.
@@ -107,6 +116,9 @@ struct PitchExpander {
             if index < ramp { sample += offset * (ramp - Int32(index)) / ramp }
             period[index] = Int16(clamping: sample)
         }
+        var peak: Int32 = 0
+        for index in 0..<lag { peak = max(peak, abs(Int32(period[index]))) }
+        concealsSilence = peak <= Int32(Self.silencePeak)
     }
 
     /// The lag (in samples) at which the last `window` samples best match the samples one lag

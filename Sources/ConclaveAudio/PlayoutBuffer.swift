@@ -320,8 +320,11 @@ public final class PlayoutBuffer {
         }
         // FEC only right after decoded audio: libopus's recovery of a frame whose predecessor it
         // never saw comes out at a fraction of the level for 10-20 ms (a gap), so the second frame
-        // of a longer hole is concealed too and the packet after it crossfaded in.
-        if gap <= Int64(Self.frameSamples), !expander.isConcealing {
+        // of a longer hole is concealed too and the packet after it crossfaded in. Except after
+        // concealed silence: a hole that swallows the end of a pause and the first frame of a
+        // sound would conceal that frame as silence too, and the sound would start 20 ms late
+        // (cut); from the pause's state, the decoder rebuilds the onset at its level.
+        if gap <= Int64(Self.frameSamples), !expander.isConcealing || expander.concealsSilence {
             recover(before: head.frame, samples: Int(gap))
             state = .playing(next: head.timestamp, dryFrames: 0)
             return true

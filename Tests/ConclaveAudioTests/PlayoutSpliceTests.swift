@@ -105,8 +105,10 @@ enum Tone {
     /// The bench's call simulated: the beep track through 5 % random loss and a few ms of jitter
     /// with an occasional 20-60 ms spike, so that FEC, concealment runs, delay growth and drops
     /// all happen. The played track has no click (a step above the bench's 3000) and no quiet run
-    /// of 10 ms inside a beep; a failure lists what the buffer did around each one.
-    @Test(arguments: [UInt64(1), 2, 3])
+    /// of 10 ms inside a beep; a failure lists what the buffer did around each one. Seeds 4 and 6
+    /// lose the last frame of a pause and the first of a beep: concealing both as silence cut the
+    /// beep's start (a gap), until FEC was allowed after concealed silence.
+    @Test(arguments: Array(UInt64(1)...10))
     func beepsThroughRandomLossHaveNoClickAndNoGap(seed: UInt64) throws {
         let count = 1_500
         let frames = try BeepTrack.encoded(count: count)
