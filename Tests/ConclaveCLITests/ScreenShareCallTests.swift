@@ -15,18 +15,9 @@ import Testing
     @Test func aSharedScreenReachesTheOtherParticipantAndDecodes() async throws {
         let server = try TestXServer(width: 640, height: 480)
         defer { server.stop() }
-        let bed = try TestJanus.shared()
-        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
-        let video = call.directory.appendingPathComponent("pattern.y4m").path
-        try writePattern(path: video, width: 320, height: 240, frames: 300)
-        try server.play(video, x: 0, y: 0)
-
-        let alice = try call.join(
-            "alice",
-            ["--video", "screen:\(server.display)+0,0,320x240", "--fps", "30", "--duration", "30"]
-        )
-        let recording = call.directory.appendingPathComponent("bob-recording").path
-        let bob = try call.join("bob", ["--video", "none", "--record", recording, "--duration", "30"])
+        let (alice, bob, recording) = try Self.screenCall(on: server) { screen in
+            ["--video", screen, "--fps", "30"]
+        }
         let seen = await waitUntil(timeout: .seconds(25)) {
             bob.participant("alice")?["videoFrames"] as? Int ?? 0 > 90
         }
@@ -55,18 +46,9 @@ import Testing
     @Test func aScreenSharedBesideTheVideoIsAStreamOfItsOwn() async throws {
         let server = try TestXServer(width: 640, height: 480)
         defer { server.stop() }
-        let bed = try TestJanus.shared()
-        let call = try CallFixture(bed: bed, names: ["alice", "bob"])
-        let video = call.directory.appendingPathComponent("pattern.y4m").path
-        try writePattern(path: video, width: 320, height: 240, frames: 300, from: Self.screenNumbers)
-        try server.play(video, x: 0, y: 0)
-
-        let alice = try call.join(
-            "alice",
-            ["--video", "pattern", "--video", "screen:\(server.display)+0,0,320x240", "--duration", "30"]
-        )
-        let recording = call.directory.appendingPathComponent("bob-recording").path
-        let bob = try call.join("bob", ["--video", "none", "--record", recording, "--duration", "30"])
+        let (alice, bob, recording) = try Self.screenCall(on: server, firstNumber: Self.screenNumbers) { screen in
+            ["--video", "pattern", "--video", screen]
+        }
         let seen = await waitUntil(timeout: .seconds(25)) {
             bob.participant("alice")?["videoFrames"] as? Int ?? 0 > 60
                 && bob.participant("alice-screen")?["videoFrames"] as? Int ?? 0 > 60
@@ -90,6 +72,24 @@ import Testing
         )
         #expect(camera.count >= 60 && camera.allSatisfy { $0 < Self.screenNumbers }, "video: \(camera)")
         #expect(screen.count >= 60 && screen.allSatisfy { $0 >= Self.screenNumbers }, "screen: \(screen)")
+    }
+
+    /// Alice sharing `server`'s top left 320x240, where the pattern plays (numbered from
+    /// `firstNumber`), with the `--video` arguments `video` makes of the screen's spelling; Bob
+    /// recording the call into the returned folder. 30 s each.
+    static func screenCall(
+        on server: TestXServer,
+        firstNumber: Int = 0,
+        video: (String) -> [String]
+    ) throws -> (alice: CallProcess, bob: CallProcess, recording: String) {
+        let call = try CallFixture(bed: try TestJanus.shared(), names: ["alice", "bob"])
+        let pattern = call.directory.appendingPathComponent("pattern.y4m").path
+        try writePattern(path: pattern, width: 320, height: 240, frames: 300, from: firstNumber)
+        try server.play(pattern, x: 0, y: 0)
+        let alice = try call.join("alice", video("screen:\(server.display)+0,0,320x240") + ["--duration", "30"])
+        let recording = call.directory.appendingPathComponent("bob-recording").path
+        let bob = try call.join("bob", ["--video", "none", "--record", recording, "--duration", "30"])
+        return (alice, bob, recording)
     }
 
     /// Where the pattern on the shared screen starts counting, far above what Alice's own
