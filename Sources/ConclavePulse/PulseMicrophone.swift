@@ -241,16 +241,40 @@ struct MicrophoneBlockQueue {
     }
 
     /// The oldest block that is not stale: with more than `limit` queued, the older ones are
-    /// dropped (counted) first.
+    /// dropped (counted) first, and the block handed out fades in from the first one dropped.
+    ///
+    /// Why the fade: the first block dropped is what continues the sound already sent, and the
+    /// block handed out starts wherever the sound was 20 ms or more later. Joined as they are,
+    /// the two meet with a step (a click, which Opus spreads into a burst); faded over
+    /// ``spliceSamples`` from the continuation, they meet as the playout's splices do.
     mutating func pop(keepingAtMost limit: Int) -> [Int16]? {
         guard !blocks.isEmpty else { return nil }
+        var continuation: [Int16]?
         if blocks.count > limit {
             let stale = blocks.count - limit
+            continuation = blocks[0]
             blocks.removeFirst(stale)
             statistics.dropped += stale
         }
         statistics.delivered += 1
-        return blocks.removeFirst()
+        var block = blocks.removeFirst()
+        if let continuation { Self.fade(&block, from: continuation) }
+        return block
+    }
+
+    /// Samples over which a block handed out after a drop fades in from the dropped sound (5 ms).
+    static let spliceSamples = 240
+
+    /// Blends the start of `block` from `continuation`'s start (all of it at the first sample,
+    /// none of it after ``spliceSamples``).
+    static func fade(_ block: inout [Int16], from continuation: [Int16]) {
+        let count = min(spliceSamples, block.count, continuation.count)
+        for index in 0..<count {
+            let weight = Int32(index + 1)
+            let total = Int32(count + 1)
+            let blended = (Int32(continuation[index]) * (total - weight) + Int32(block[index]) * weight) / total
+            block[index] = Int16(clamping: blended)
+        }
     }
 
     mutating func takeWaiter() -> CheckedContinuation<Void, any Error>? {

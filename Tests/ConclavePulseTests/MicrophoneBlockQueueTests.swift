@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import ConclavePulse
@@ -43,10 +44,28 @@ import Testing
     @Test func takingABlockStillDropsAllButTheNewestTwo() {
         var queue = MicrophoneBlockQueue()
         queue.dropIfStale()
-        for value in 1...5 { queue.push(Self.block(Int16(value)), capacity: 10) }
-        #expect(queue.pop(keepingAtMost: 2) == Self.block(4))
+        for value in 1...5 { queue.push(Self.block(Int16(value * 100)), capacity: 10) }
+        // Block 4, faded in from block 1 (what followed the sound already sent): 100 → 400.
+        #expect(queue.pop(keepingAtMost: 2) == [160, 220, 280, 340])
         #expect(queue.statistics.dropped == 3)
-        #expect(queue.pop(keepingAtMost: 2) == Self.block(5))
+        #expect(queue.pop(keepingAtMost: 2) == Self.block(500), "no drop, no fade")
         #expect(queue.pop(keepingAtMost: 2) == nil)
+    }
+
+    /// A tone with 40 ms dropped joins without a click: its own largest step (1,010 Hz at 8000)
+    /// is 8000 · 2π · 1010/48000 ≈ 1058; joined raw, 40.4 periods apart, the step is about 14,000.
+    @Test func aDropInASoundIsSplicedWithoutAStep() {
+        func tone(_ index: Int) -> Int16 {
+            Int16((8_000 * sin(2 * .pi * 1_010 * Double(index) / 48_000)).rounded())
+        }
+        var queue = MicrophoneBlockQueue()
+        queue.dropIfStale()
+        for block in 0..<4 { queue.push((0..<960).map { tone(block * 960 + $0) }, capacity: 10) }
+        let first = queue.pop(keepingAtMost: 4) ?? []
+        let later = queue.pop(keepingAtMost: 1) ?? []
+        #expect(queue.statistics.dropped == 2)
+        let joined = first + later
+        let steps = zip(joined, joined.dropFirst()).map { abs(Int($1) - Int($0)) }
+        #expect(steps.max() ?? .max <= 1_200, "largest step \(steps.max() ?? -1)")
     }
 }
