@@ -193,6 +193,7 @@ public actor CallSession {
             throw CallError.from(error, step: "joining the call", url: url)
         }
         phase = .live
+        await reconcileScreen()
         recheckMedia()
         logger.info("joined", metadata: ["room": "\(configuration.room)", "feed": "\(leg?.publisher.feedID ?? 0)"])
     }
@@ -507,18 +508,7 @@ public actor CallSession {
         // Not in the call yet, or recovering: the next leg publishes it.
         guard phase == .live, let leg else { return }
         do {
-            let screen = try await publishScreen(
-                source,
-                on: leg.session,
-                subscription: leg.subscription,
-                generation: leg.generation
-            )
-            // A recovery (which publishes the screen itself) or a stop may have come meanwhile.
-            guard self.leg?.generation == leg.generation, self.leg?.screen == nil, screenSource === source else {
-                await Self.close(screen, politely: true)
-                return
-            }
-            self.leg?.screen = screen
+            try await attachScreen(source, to: leg)
         } catch {
             if screenSource === source { screenSource = nil }
             throw CallError.janus(step: "sharing the screen", error: "\(error)")
@@ -534,6 +524,39 @@ public actor CallSession {
         previousSent += screen.senders.reduce(0) { $0 + $1.sent.frames }
         previousEncryptionFailures += screen.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
         logger.info("screen sharing stopped", metadata: ["screenFeed": "\(screen.publisher.feedID)"])
+    }
+
+    /// Publishes `source` as `leg`'s screen. A recovery (which publishes the screen itself) or a
+    /// stop may come while Janus answers: the feed is then taken out of the room again.
+    private func attachScreen(_ source: RebasingFrameSource, to leg: Leg) async throws {
+        let screen = try await publishScreen(
+            source,
+            on: leg.session,
+            subscription: leg.subscription,
+            generation: leg.generation
+        )
+        guard self.leg?.generation == leg.generation, self.leg?.screen == nil, screenSource === source else {
+            await Self.close(screen, politely: true)
+            return
+        }
+        self.leg?.screen = screen
+    }
+
+    /// Brings the leg's screen feed in line with ``screenSource`` after a recovery: a share or a
+    /// stop that came while the leg was being built (the actor runs them at its awaits) would
+    /// otherwise leave a screen published that is no longer shared, or one shared but missing.
+    private func reconcileScreen() async {
+        guard let leg, phase == .live else { return }
+        if let screen = leg.screen, screenSource == nil {
+            self.leg?.screen = nil
+            await Self.close(screen, politely: true)
+        } else if leg.screen == nil, let source = screenSource {
+            do {
+                try await attachScreen(source, to: leg)
+            } catch {
+                logger.warning("could not share the screen again after the recovery", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Whether the screen is shared now (or will be once the call is live again).
@@ -720,6 +743,7 @@ public actor CallSession {
                 }
                 leg = fresh
                 phase = .live
+                await reconcileScreen()
                 tracker.recoveryFinished(as: sessionAlive ? .mediaRejoin : .newSession)
                 logger.notice("call recovered with a new session", metadata: ["feed": "\(fresh.publisher.feedID)"])
                 return
