@@ -359,15 +359,7 @@ public actor CallSession {
                     await self?.sessionEvent(event, generation: generation)
                 }
             }
-            // ICE or DTLS failed for good (a long outage): the call restarts ICE on both
-            // PeerConnections, and publishes and subscribes again on a new session if that does not
-            // bring media back. Woken by the transports' state changes, not by a timer; a failure
-            // seen while another recovery runs is looked at again when it ends (`recheckMedia`).
-            let publisherWatchdog = Task { [weak self, publisher] in
-                for await state in publisher.transport.states {
-                    if case .failed(let reason) = state { await self?.mediaFailed(reason, generation: generation) }
-                }
-            }
+            // The subscriber's watchdog; each publisher's is started with its senders.
             let subscriberWatchdog = Task { [weak self, subscription] in
                 for await reason in subscription.mediaFailures {
                     await self?.mediaFailed(reason, generation: generation)
