@@ -476,8 +476,5 @@ public struct ParticipantDisplay: Sendable, Hashable, CustomStringConvertible {
         ParticipantDisplay(userID: userID.map { $0 + Self.screenShareSuffix }, name: "\(name) (screen)")
     }
 
-    /// Whether this is the display of a screen share (``screenShare``).
-    public var isScreenShare: Bool { userID?.hasSuffix(Self.screenShareSuffix) ?? false }
-
     private static let screenShareSuffix = "-screen"
 }
