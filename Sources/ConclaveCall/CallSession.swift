@@ -158,6 +158,9 @@ public actor CallSession {
     /// Our feed id now (it changes when the call recovers with a new session).
     public var feedID: UInt64? { leg?.publisher.feedID }
 
+    /// The feed of our screen share now, nil when the screen is not published.
+    public var screenFeedID: UInt64? { leg?.screen?.publisher.feedID }
+
     /// Joins: connects, checks the room and that we are not already in it, publishes, subscribes.
     public func join() async throws(CallError) {
         phase = .connecting
@@ -279,7 +282,7 @@ public actor CallSession {
             encryptionFailures: previousEncryptionFailures + failures,
             videoLayers: layers?.simulcastLayers,
             videoLayersSent: layers?.simulcastLayersSent,
-            screenFeed: leg?.screen?.publisher.feedID,
+            screenFeed: screenFeedID,
             recording: snapshot.recording,
             participants: snapshot.participants,
             recoveries: snapshot.recoveries

@@ -112,7 +112,7 @@ enum LiveVideo {
         do {
             let screen = try await screenBeside(ScreenRequest(), settings: settings, logger: logger)
             try await session.shareScreen(screen)
-            let feed = await session.status().screenFeed
+            let feed = await session.screenFeedID
             return "sharing the screen beside the video" + (feed.map { " (feed \($0))" } ?? "")
         } catch {
             return "screen sharing: \(error)"
