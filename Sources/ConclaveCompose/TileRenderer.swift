@@ -37,7 +37,8 @@ final class TileRenderer {
     private var inputs: [Int: UnsafeMutablePointer<AVFrame>] = [:]
     private var period: Period?
     private let output: UnsafeMutablePointer<AVFrame>
-    private let nameFolder: String
+    /// The private folder of the names' files (``makeNameFolder()``); removed with the renderer.
+    let nameFolder: String
     /// Every graph description used, in order of first use.
     private(set) var graphs: [String] = []
 
@@ -57,6 +58,9 @@ final class TileRenderer {
         for var frame in Array(inputs.values) as [UnsafeMutablePointer<AVFrame>?] { av_frame_free(&frame) }
         var output: UnsafeMutablePointer<AVFrame>? = self.output
         av_frame_free(&output)
+        // The names are participants' own text: never left behind, also when a composite ends
+        // on an error or its init fails after the folder was made.
+        removeNameFiles()
     }
 
     /// Renders one output frame: `tiles` in layout order, `pictures` by participant for the tiles
@@ -276,13 +280,15 @@ final class TileRenderer {
         return frame
     }
 
-    /// A private temporary folder for the names, one file each for drawtext's `textfile`: a name
-    /// is the participant's own text, and a file needs no escaping for the graph parser.
+    /// A private temporary folder (0700, in `TMPDIR`) for the names, one file each for drawtext's
+    /// `textfile`: a name is the participant's own text, and a file needs no escaping for the
+    /// graph parser.
     private static func makeNameFolder() throws(ComposeError) -> String {
-        var template = Array("/tmp/conclave-compose-XXXXXX".utf8CString)
+        let parent = FileManager.default.temporaryDirectory.path
+        var template = Array("\(parent)/conclave-compose-XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
             throw ComposeError(
-                path: "/tmp",
+                path: parent,
                 reason: "cannot create a temporary folder: \(String(cString: strerror(errno)))"
             )
         }

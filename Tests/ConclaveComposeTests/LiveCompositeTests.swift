@@ -56,3 +56,29 @@ import Testing
         }
     }
 }
+
+/// The files that carry participants' names to the tiles' labels.
+@Suite struct TileNameFilesTests {
+    @Test("The names' folder is private, in TMPDIR, and removed with the renderer even when nothing removed it")
+    func nameFolderGoesWithTheRenderer() throws {
+        let directory = try TestPaths.temporaryDirectory("conclave-name-files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let options = CompositeOptions()
+        var folder = ""
+        do {
+            let encoder = try options.makeEncoder(
+                path: directory.appendingPathComponent("names.mkv").path,
+                format: .matroska,
+                audio: false
+            )
+            let renderer = try TileRenderer(options: options, encoder: encoder, names: ["Alice", "Bob\nEve"])
+            folder = renderer.nameFolder
+            #expect(folder.hasPrefix(FileManager.default.temporaryDirectory.path + "/"), "\(folder)")
+            let attributes = try FileManager.default.attributesOfItem(atPath: folder)
+            #expect((attributes[.posixPermissions] as? Int) == 0o700)
+            #expect(try String(contentsOfFile: folder + "/1.txt", encoding: .utf8) == "Bob Eve")
+        }
+        // The renderer is gone without removeNameFiles(), as after a composite that failed.
+        #expect(!folder.isEmpty && !FileManager.default.fileExists(atPath: folder), "\(folder) was left behind")
+    }
+}
