@@ -67,8 +67,6 @@ final class Compositor {
     /// Flushes the last period.
     func finish() throws(ComposeError) { try renderer.finish() }
 
-    func removeNameFiles() { renderer.removeNameFiles() }
-
     /// The speaker's tile first (the large one); the last speaker stays while nobody speaks.
     private func speakerFirst(_ tiles: [Tile], at time: Double) -> [Tile] {
         if let key = speakers?.speaker(at: time),

@@ -303,6 +303,7 @@ final class LiveWorker {
             problems.append(error.description)
         }
         write { () throws(MediaFileError) in try encoder.finish() }
+        // Now rather than when the thread lets the worker (and its renderer) go.
         renderer.removeNameFiles()
         return LiveComposite.Report(
             path: encoder.path,

@@ -58,8 +58,8 @@ final class TileRenderer {
         for var frame in Array(inputs.values) as [UnsafeMutablePointer<AVFrame>?] { av_frame_free(&frame) }
         var output: UnsafeMutablePointer<AVFrame>? = self.output
         av_frame_free(&output)
-        // The names are participants' own text: never left behind, also when a composite ends
-        // on an error or its init fails after the folder was made.
+        // The names are participants' own text: never left behind, however the composite ended
+        // (also when its init failed after the folder was made).
         removeNameFiles()
     }
 

@@ -92,7 +92,6 @@ public enum VideoComposition {
         }
         let encoder = try options.makeEncoder(path: path, format: format, audio: audio != nil)
         let compositor = try Compositor(timeline: timeline, options: options, speakers: speakers, encoder: encoder)
-        defer { compositor.removeNameFiles() }
         let total = Int((timeline.duration * Double(options.frameRate)).rounded())
         var samplesWritten = 0
         for index in 0..<total {
