@@ -22,6 +22,8 @@ private struct SizedTexture {
     var texture: OpaquePointer
     var width: Int
     var height: Int
+    /// The texture's pixel format (SDL_PIXELFORMAT_*), where it matters: the pictures'.
+    var format: UInt32 = SDL_PIXELFORMAT_UNKNOWN.rawValue
 }
 
 /// The window's thread: owns SDL (video, window, renderer, textures, fonts), runs the event loop
@@ -31,7 +33,8 @@ final class WindowLoop {
         var id: UInt64
         var display: String
         var state: ParticipantState = []
-        /// One IYUV streaming texture, recreated when the picture size changes.
+        /// One streaming texture in ``WindowLoop/pictureFormat``, recreated when the picture size
+        /// changes.
         var texture: SizedTexture?
         var label: SizedTexture?
     }
@@ -58,6 +61,15 @@ final class WindowLoop {
     private var running = true
     private var dirty = true
     private var pacing: PresentPacing
+    /// The pixel format of the pictures' textures.
+    ///
+    /// IYUV where the renderer converts it itself (on the GPU). With SDL's software renderer, the
+    /// window's own format: each picture is converted once on arrival (`SDL_ConvertPixels`)
+    /// straight into the texture, and every present copies it with a same-format stretch. An
+    /// IYUV texture there costs an extra copy of the planes per picture and a copy into the
+    /// window that converts each pixel's format again, at every present; about a third of the
+    /// window thread's time (bench/devices).
+    private var pictureFormat: UInt32
 
     init(
         title: String,
@@ -104,7 +116,6 @@ final class WindowLoop {
             SDL_Quit()
             throw WindowError(stage: "cannot create a renderer", reason: reason)
         }
-        SDL_SetRenderDrawBlendMode(renderer, SDL_BLENDMODE_BLEND)
         // Labels are a nicety: without the font (or SDL_ttf) the window still shows the video.
         if TTF_WasInit() != 0 || TTF_Init() == 0 {
             labelFont = TTF_OpenFont(labelFontPath, 16)
@@ -121,6 +132,7 @@ final class WindowLoop {
         var mode = SDL_DisplayMode()
         let refreshRate = SDL_GetWindowDisplayMode(window, &mode) == 0 ? Int(mode.refresh_rate) : 0
         pacing = PresentPacing(refreshRate: refreshRate)
+        pictureFormat = Self.pictureFormat(renderer: renderer, window: window)
         mailbox.open {
             var event = SDL_Event()
             event.type = wakeEvent
@@ -142,6 +154,17 @@ final class WindowLoop {
         SDL_SetHint(SDL_HINT_FRAMEBUFFER_ACCELERATION, "0")
         return SDL_CreateRenderer(window, -1, SDL_RENDERER_SOFTWARE.rawValue)
             ?? SDL_CreateRenderer(window, -1, 0)
+    }
+
+    /// The pictures' texture format for `renderer` (see ``pictureFormat``): the window's when it
+    /// is SDL's software renderer drawing into a 32-bit RGB window without alpha, else IYUV.
+    private static func pictureFormat(renderer: OpaquePointer, window: OpaquePointer) -> UInt32 {
+        var info = SDL_RendererInfo()
+        guard SDL_GetRendererInfo(renderer, &info) == 0, let name = info.name, String(cString: name) == "software"
+        else { return SDL_PIXELFORMAT_IYUV.rawValue }
+        let windowFormat = SDL_GetWindowPixelFormat(window)
+        let direct = [SDL_PIXELFORMAT_RGB888.rawValue, SDL_PIXELFORMAT_BGR888.rawValue]
+        return direct.contains(windowFormat) ? windowFormat : SDL_PIXELFORMAT_IYUV.rawValue
     }
 
     /// Whether `renderer` is an OpenGL one whose context Mesa rasterises in software.
@@ -306,7 +329,9 @@ final class WindowLoop {
     /// Copies a picture into the participant's texture (only when it is new, not at every draw).
     private func upload(_ picture: VideoFrame, for id: UInt64) {
         guard var participant = participants[id] else { return }
-        if let texture = participant.texture, texture.width != picture.width || texture.height != picture.height {
+        if let texture = participant.texture,
+            texture.width != picture.width || texture.height != picture.height || texture.format != pictureFormat
+        {
             SDL_DestroyTexture(texture.texture)
             participant.texture = nil
         }
@@ -314,30 +339,57 @@ final class WindowLoop {
             guard
                 let texture = SDL_CreateTexture(
                     renderer,
-                    SDL_PIXELFORMAT_IYUV.rawValue,
+                    pictureFormat,
                     Int32(SDL_TEXTUREACCESS_STREAMING.rawValue),
                     Int32(clamping: picture.width),
                     Int32(clamping: picture.height)
                 )
             else { return }
-            participant.texture = SizedTexture(texture: texture, width: picture.width, height: picture.height)
-        }
-        guard let texture = participant.texture else { return }
-        picture.data.withUnsafeBufferPointer { planes in
-            guard let base = planes.baseAddress else { return }
-            let chromaPitch = Int32(picture.width / 2)
-            _ = SDL_UpdateYUVTexture(
-                texture.texture,
-                nil,
-                base,
-                Int32(picture.width),
-                base + picture.uOffset,
-                chromaPitch,
-                base + picture.vOffset,
-                chromaPitch
+            participant.texture = SizedTexture(
+                texture: texture,
+                width: picture.width,
+                height: picture.height,
+                format: pictureFormat
             )
         }
+        guard let texture = participant.texture else { return }
         participants[id] = participant
+        let converted = picture.data.withUnsafeBufferPointer { planes -> Bool in
+            guard let base = planes.baseAddress else { return true }
+            guard texture.format != SDL_PIXELFORMAT_IYUV.rawValue else {
+                let chromaPitch = Int32(picture.width / 2)
+                _ = SDL_UpdateYUVTexture(
+                    texture.texture,
+                    nil,
+                    base,
+                    Int32(picture.width),
+                    base + picture.uOffset,
+                    chromaPitch,
+                    base + picture.vOffset,
+                    chromaPitch
+                )
+                return true
+            }
+            var pixels: UnsafeMutableRawPointer?
+            var pitch: Int32 = 0
+            guard SDL_LockTexture(texture.texture, nil, &pixels, &pitch) == 0, let pixels else { return false }
+            defer { SDL_UnlockTexture(texture.texture) }
+            // Packed I420: the U and V planes follow the Y plane at half its pitch, as SDL expects.
+            return SDL_ConvertPixels(
+                Int32(clamping: picture.width),
+                Int32(clamping: picture.height),
+                SDL_PIXELFORMAT_IYUV.rawValue,
+                base,
+                Int32(clamping: picture.width),
+                texture.format,
+                pixels,
+                pitch
+            ) == 0
+        }
+        guard !converted else { return }
+        // This SDL cannot convert into the window's format after all: IYUV textures from now on.
+        pictureFormat = SDL_PIXELFORMAT_IYUV.rawValue
+        upload(picture, for: id)
     }
 
     private func destroy(_ participant: Participant) {
@@ -388,9 +440,12 @@ final class WindowLoop {
     /// Draws every tile (and the status table when shown) into the back buffer.
     private func drawScene() -> [UInt64: WindowSnapshot.Tile] {
         dirty = false
-        SDL_SetRenderDrawColor(renderer, 24, 24, 28, 255)
-        SDL_RenderClear(renderer)
         let geometry = geometry()
+        let (width, height) = outputSize
+        let pictures = geometry.values.compactMap(\.picture)
+        for rect in CallWindowLayout.uncovered(width: width, height: height, by: pictures) {
+            fill(rect, (24, 24, 28, 255))
+        }
         var shown: [UInt64: ShownPicture] = [:]
         for id in order {
             guard let participant = participants[id], let tile = geometry[id] else { continue }
@@ -467,7 +522,10 @@ final class WindowLoop {
         }
     }
 
+    /// Fills `rect`: blended when `color` is translucent, a plain fill (cheaper in software)
+    /// when it is opaque.
     private func fill(_ rect: TileRect, _ color: (UInt8, UInt8, UInt8, UInt8)) {
+        SDL_SetRenderDrawBlendMode(renderer, color.3 == 255 ? SDL_BLENDMODE_NONE : SDL_BLENDMODE_BLEND)
         SDL_SetRenderDrawColor(renderer, color.0, color.1, color.2, color.3)
         var sdl = sdlRect(rect)
         SDL_RenderFillRect(renderer, &sdl)

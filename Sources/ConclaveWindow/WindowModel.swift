@@ -124,6 +124,40 @@ public enum CallWindowLayout {
         )
     }
 
+    /// The parts of a `width` x `height` window that none of `covered` covers, as rectangles
+    /// that do not overlap each other or `covered` (which must not overlap each other).
+    ///
+    /// The window paints its background only there: with SDL's software renderer a clear of the
+    /// whole window costs as much as a picture's scaled copy, and the pictures repaint most of
+    /// it at every present anyway. Found band by band: between consecutive top or bottom edges,
+    /// the gaps between the rectangles that span the band.
+    public static func uncovered(width: Int, height: Int, by covered: [TileRect]) -> [TileRect] {
+        guard width > 0, height > 0 else { return [] }
+        let window = TileRect(x: 0, y: 0, width: width, height: height)
+        let rects = covered.compactMap { $0.intersection(window) }
+        var edges: Set<Int> = [0, height]
+        for rect in rects {
+            edges.insert(rect.y)
+            edges.insert(rect.y + rect.height)
+        }
+        let rows = edges.sorted()
+        var gaps: [TileRect] = []
+        for (top, bottom) in zip(rows, rows.dropFirst()) {
+            let spans =
+                rects
+                .filter { $0.y <= top && $0.y + $0.height >= bottom }
+                .map { (start: $0.x, end: $0.x + $0.width) }
+                .sorted { $0.start < $1.start }
+            var x = 0
+            for span in spans {
+                if span.start > x { gaps.append(TileRect(x: x, y: top, width: span.start - x, height: bottom - top)) }
+                x = max(x, span.end)
+            }
+            if x < width { gaps.append(TileRect(x: x, y: top, width: width - x, height: bottom - top)) }
+        }
+        return gaps
+    }
+
     /// The boxes of the indicators in `state`, stacked up from the tile's bottom right corner
     /// (away from the top of the picture).
     public static func indicatorRects(in tile: TileRect, state: ParticipantState) -> [Indicator: TileRect] {
@@ -194,4 +228,16 @@ public struct WindowError: Error, Sendable, CustomStringConvertible {
     public var reason: String
 
     public var description: String { "call window: \(stage): \(reason)" }
+}
+
+extension TileRect {
+    /// The part of this rectangle inside `other`; nil when they do not overlap.
+    fileprivate func intersection(_ other: TileRect) -> TileRect? {
+        let left = max(x, other.x)
+        let top = max(y, other.y)
+        let right = min(x + width, other.x + other.width)
+        let bottom = min(y + height, other.y + other.height)
+        guard right > left, bottom > top else { return nil }
+        return TileRect(x: left, y: top, width: right - left, height: bottom - top)
+    }
 }

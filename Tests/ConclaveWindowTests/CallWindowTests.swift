@@ -14,6 +14,8 @@ import Testing
 struct CallWindowTests {
     static let pictureWidth = 320
     static let pictureHeight = 240
+    /// The window's background, around and between the pictures.
+    static let background = RGB(24, 24, 28)
 
     /// Pattern pictures with the given frame numbers.
     static func pictures(_ numbers: [Int]) throws -> [Int: VideoFrame] {
@@ -73,6 +75,14 @@ struct CallWindowTests {
         #expect(third.tiles[2] == nil)
         #expect(third.tiles[1]?.tile == TileRect(x: 0, y: 0, width: 960, height: 540))
         #expect(Self.frameNumber(third, 1) == 6)
+        // Only what no picture covers is painted as background: where bob's picture was, right
+        // of alice's wider one now, no pixel of his is left.
+        let alice = try #require(third.tiles[1]?.picture)
+        var stale: [String] = []
+        for x in alice.x + alice.width..<960 {
+            for y in 0..<540 where third.pixel(x: x, y: y) != Self.background { stale.append("(\(x), \(y))") }
+        }
+        #expect(stale.count == 0, "\(stale.count) pixels right of alice's are not background: \(stale.prefix(3))")
         await window.close()
         #expect(await window.snapshot() == nil)
     }
@@ -170,5 +180,37 @@ struct CallWindowTests {
         )
         let picture = CallWindowLayout.pictureRect(in: tiles[1], pictureWidth: 320, pictureHeight: 240)
         #expect(picture == TileRect(x: 484, y: 93, width: 472, height: 354))
+    }
+
+    @Test("the background is painted exactly where no picture is: every pixel once, none under a picture")
+    func uncoveredBackground() {
+        for count in 0...10 {
+            for (width, height) in [(960, 540), (1280, 720), (641, 479), (200, 900)] {
+                let pictures = CallWindowLayout.tiles(count: count, width: width, height: height).enumerated().map {
+                    CallWindowLayout.pictureRect(in: $1, pictureWidth: $0 % 2 == 0 ? 640 : 480, pictureHeight: 480)
+                }
+                let gaps = CallWindowLayout.uncovered(width: width, height: height, by: pictures)
+                var painted = [Int](repeating: 0, count: width * height)
+                for rect in gaps + pictures {
+                    for y in rect.y..<rect.y + rect.height {
+                        for x in rect.x..<rect.x + rect.width { painted[y * width + x] += 1 }
+                    }
+                }
+                let wrong = painted.filter { $0 != 1 }.count
+                #expect(wrong == 0, "\(count) tiles in \(width)x\(height): \(wrong) pixels not painted once")
+            }
+        }
+        // Rectangles reaching out of the window are clipped to it; an empty window has nothing.
+        let out = CallWindowLayout.uncovered(
+            width: 100,
+            height: 50,
+            by: [TileRect(x: -10, y: -10, width: 60, height: 30), TileRect(x: 90, y: 40, width: 50, height: 50)]
+        )
+        let area = out.reduce(0) { $0 + $1.width * $1.height }
+        #expect(area == 100 * 50 - 50 * 20 - 10 * 10)
+        #expect(out.allSatisfy { $0.x >= 0 && $0.y >= 0 && $0.x + $0.width <= 100 && $0.y + $0.height <= 50 })
+        #expect(CallWindowLayout.uncovered(width: 0, height: 50, by: []).isEmpty)
+        let whole = CallWindowLayout.uncovered(width: 100, height: 50, by: [])
+        #expect(whole == [TileRect(x: 0, y: 0, width: 100, height: 50)])
     }
 }
