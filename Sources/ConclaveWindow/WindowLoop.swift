@@ -67,8 +67,9 @@ final class WindowLoop {
     /// window's own format: each picture is converted once on arrival (`SDL_ConvertPixels`)
     /// straight into the texture, and every present copies it with a same-format stretch. An
     /// IYUV texture there costs an extra copy of the planes per picture and a copy into the
-    /// window that converts each pixel's format again, at every present; about a third of the
-    /// window thread's time (bench/devices).
+    /// window that converts each pixel's format again, at every present. With the whole-window
+    /// clear that `drawScene` no longer does, that was a fifth of the window thread's CPU
+    /// (bench/devices, `PARTS=cpu PERF=FILE`).
     private var pictureFormat: UInt32
 
     init(
