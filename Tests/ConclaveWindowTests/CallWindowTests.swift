@@ -36,6 +36,14 @@ struct CallWindowTests {
         return (server, window)
     }
 
+    /// Runs `body` with `SDL_RENDER_DRIVER` set to `driver` (read when the window makes its
+    /// renderer), then unsets it again.
+    static func withRenderDriver<T>(_ driver: String, _ body: () async throws -> T) async rethrows -> T {
+        setenv("SDL_RENDER_DRIVER", driver, 1)
+        defer { unsetenv("SDL_RENDER_DRIVER") }
+        return try await body()
+    }
+
     /// The frame number of the pattern shown in a participant's tile; nil when none reads.
     static func frameNumber(_ snapshot: WindowSnapshot, _ id: UInt64) -> Int? {
         guard let picture = snapshot.tiles[id]?.picture,
@@ -85,6 +93,26 @@ struct CallWindowTests {
         #expect(stale.count == 0, "\(stale.count) pixels right of alice's are not background: \(stale.prefix(3))")
         await window.close()
         #expect(await window.snapshot() == nil)
+    }
+
+    @Test("with an OpenGL renderer (a GPU's path: IYUV textures converted by the renderer) the patterns read the same")
+    func patternsThroughOpenGL() async throws {
+        let server = try TestXServer()
+        defer { server.stop() }
+        // SDL_RENDER_DRIVER keeps OpenGL even on Mesa's software rasteriser, which the window
+        // would otherwise replace with SDL's software renderer (and its window-format textures).
+        let window = try await Self.withRenderDriver("opengl") {
+            try await server.withDisplay { try await CallWindow.open(title: "conclave test", width: 960, height: 540) }
+        }
+        let pictures = try Self.pictures([7, 33])
+        window.participantJoined(id: 1, display: "alice")
+        window.participantJoined(id: 2, display: "bob")
+        window.show(picture: try #require(pictures[7]), for: 1)
+        window.show(picture: try #require(pictures[33]), for: 2)
+        let snapshot = try #require(await window.snapshot())
+        #expect(Self.frameNumber(snapshot, 1) == 7)
+        #expect(Self.frameNumber(snapshot, 2) == 33)
+        await window.close()
     }
 
     @Test("an undecryptable participant gets the key-problem box, drawn in its colour; the others do not")
