@@ -557,6 +557,16 @@ final class WindowLoop {
         }
         SDL_RenderPresent(renderer)
         guard rc == 0 else { return nil }
-        return WindowSnapshot(width: width, height: height, rgb: rgb, order: order, tiles: geometry)
+        var info = SDL_RendererInfo()
+        let rendererName = SDL_GetRendererInfo(renderer, &info) == 0 ? info.name.map { String(cString: $0) } : nil
+        return WindowSnapshot(
+            width: width,
+            height: height,
+            rgb: rgb,
+            order: order,
+            tiles: geometry,
+            renderer: rendererName ?? "unknown",
+            pictureFormat: String(cString: SDL_GetPixelFormatName(pictureFormat))
+        )
     }
 }

@@ -125,7 +125,7 @@ public enum CallWindowLayout {
     }
 
     /// The parts of a `width` x `height` window that none of `covered` covers, as rectangles
-    /// that do not overlap each other or `covered` (which must not overlap each other).
+    /// that overlap neither each other nor `covered`.
     ///
     /// The window paints its background only there: with SDL's software renderer a clear of the
     /// whole window costs as much as a picture's scaled copy, and the pictures repaint most of
@@ -195,6 +195,11 @@ public struct WindowSnapshot: Sendable {
     /// Participants in grid order.
     public var order: [UInt64]
     public var tiles: [UInt64: Tile]
+    /// SDL's name of the renderer that drew it ("software", "opengl", ...).
+    public var renderer: String
+    /// SDL's name of the pictures' texture format (`SDL_PIXELFORMAT_IYUV`, or the window's own
+    /// such as `SDL_PIXELFORMAT_RGB888` with the software renderer).
+    public var pictureFormat: String
 
     /// The pixel at (x, y).
     public func pixel(x: Int, y: Int) -> RGB {

@@ -62,6 +62,9 @@ struct CallWindowTests {
         window.show(picture: try #require(pictures[5]), for: 1)
         window.show(picture: try #require(pictures[42]), for: 2)
         let first = try #require(await window.snapshot())
+        // Xvfb has no GPU: SDL's software renderer, pictures converted to the window's format.
+        #expect(first.renderer == "software")
+        #expect(first.pictureFormat == "SDL_PIXELFORMAT_RGB888")
         #expect(first.order == [1, 2])
         #expect(Self.frameNumber(first, 1) == 5)
         #expect(Self.frameNumber(first, 2) == 42)
@@ -110,6 +113,8 @@ struct CallWindowTests {
         window.show(picture: try #require(pictures[7]), for: 1)
         window.show(picture: try #require(pictures[33]), for: 2)
         let snapshot = try #require(await window.snapshot())
+        #expect(snapshot.renderer == "opengl")
+        #expect(snapshot.pictureFormat == "SDL_PIXELFORMAT_IYUV")
         #expect(Self.frameNumber(snapshot, 1) == 7)
         #expect(Self.frameNumber(snapshot, 2) == 33)
         await window.close()
