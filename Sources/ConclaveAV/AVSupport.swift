@@ -16,6 +16,17 @@ func averrorText(_ code: Int32) -> String {
     return String(decoding: bytes, as: UTF8.self)
 }
 
+/// The decoder for `id`: libopus for Opus, libavcodec's first choice for everything else.
+///
+/// `avcodec_find_decoder` picks FFmpeg's own Opus decoder, which is not the reference: on some
+/// tone endings in Conclave's microphone stream it adds a 5 ms burst (RMS above 2,000) right
+/// after the tone, heard as a click and read as a second beep, where libopus (what Conclave's
+/// playout and every browser decode with) ends cleanly (Tests/Vectors/opus-tone-endings.webm).
+func decoder(for id: AVCodecID) -> UnsafePointer<AVCodec>? {
+    if id == AV_CODEC_ID_OPUS, let libopus = avcodec_find_decoder_by_name("libopus") { return libopus }
+    return avcodec_find_decoder(id)
+}
+
 /// The `MediaCodec` an FFmpeg codec id carries, if Conclave sends that codec.
 func mediaCodec(for id: AVCodecID) -> MediaCodec? {
     switch id {

@@ -57,8 +57,8 @@ public final class AudioTrackReader {
                 reason: rc < 0 ? "cannot read stream info: \(averrorText(rc))" : "no audio stream"
             )
         }
-        guard let decoder = avcodec_find_decoder(parameters.pointee.codec_id),
-            let context = avcodec_alloc_context3(decoder)
+        guard let codec = decoder(for: parameters.pointee.codec_id),
+            let context = avcodec_alloc_context3(codec)
         else {
             avformat_close_input(&owned)
             throw MediaFileError(path: path, kind: .unsupported, reason: "no decoder for the audio stream")
@@ -69,7 +69,7 @@ public final class AudioTrackReader {
             context.pointee.pkt_timebase = stream.pointee.time_base
             context.pointee.thread_count = 1
             // Opus decodes at 48 kHz whatever the file says it was captured at.
-            rc = avcodec_open2(context, decoder, nil)
+            rc = avcodec_open2(context, codec, nil)
         }
         guard rc >= 0, context.pointee.sample_rate == 48_000, context.pointee.ch_layout.nb_channels > 0,
             let packet = av_packet_alloc(), let frame = av_frame_alloc()

@@ -31,7 +31,7 @@ public final class MediaStreamDecoder {
         guard stream.index < Int(demuxer.context.pointee.nb_streams),
             let avStream = demuxer.context.pointee.streams[stream.index], let parameters = avStream.pointee.codecpar
         else { throw MediaFileError(path: demuxer.path, kind: .malformed, reason: "no stream \(stream.index)") }
-        guard let codec = avcodec_find_decoder(parameters.pointee.codec_id) else {
+        guard let codec = decoder(for: parameters.pointee.codec_id) else {
             throw MediaFileError(
                 path: demuxer.path,
                 kind: .unsupported,
@@ -84,7 +84,7 @@ public final class MediaStreamDecoder {
             timeBaseNumerator: 1,
             timeBaseDenominator: Int32(mediaCodec.clockRate)
         )
-        guard let codec = avcodec_find_decoder(id) else {
+        guard let codec = decoder(for: id) else {
             throw MediaFileError(path: name, kind: .unsupported, reason: "no \(mediaCodec) decoder in this libavcodec")
         }
         guard let context = avcodec_alloc_context3(codec), let frame = av_frame_alloc(), let packet = av_packet_alloc()

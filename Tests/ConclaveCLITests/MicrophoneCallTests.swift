@@ -64,7 +64,11 @@ import Testing
         let pcm = call.directory.appendingPathComponent("alice.raw").path
         let decoded = try runProcess(
             "ffmpeg",
-            ["-v", "error", "-y", "-i", file, "-map", "0:a:0", "-f", "s16le", "-ac", "1", "-ar", "48000", pcm]
+            // libopus, the reference decoder: FFmpeg's own adds a burst after some tone endings.
+            [
+                "-v", "error", "-y", "-c:a", "libopus", "-i", file, "-map", "0:a:0", "-f", "s16le", "-ac", "1", "-ar",
+                "48000", pcm,
+            ]
         )
         #expect(decoded.succeeded, "\(decoded.errorOutput)")
         let audio = try Data(contentsOf: URL(fileURLWithPath: pcm)).withUnsafeBytes {
