@@ -15,6 +15,12 @@ public final class MediaStreamDecoder {
     private let context: UnsafeMutablePointer<AVCodecContext>
     private let frame: UnsafeMutablePointer<AVFrame>
     private let packet: UnsafeMutablePointer<AVPacket>
+    /// When set, pictures larger than what fills this box are scaled down to it as they are taken
+    /// out of the decoder (``PictureFit``): the copy out of libavcodec's buffers that happens
+    /// anyway then writes the smaller picture. Nil: pictures keep their decoded size.
+    public var downscaleBox: PictureSize?
+    /// The size of the newest picture as libavcodec decoded it, before any scaling down.
+    public private(set) var lastDecodedSize: PictureSize?
 
     /// A decoded item.
     public enum Output: Sendable {
@@ -206,9 +212,13 @@ public final class MediaStreamDecoder {
                     reason: "odd resolution \(width)x\(height): I420 needs even sizes"
                 )
             }
+            lastDecodedSize = PictureSize(width: width, height: height)
+            let size =
+                downscaleBox.flatMap { PictureFit.downscaledSize(width: width, height: height, for: $0) }
+                ?? PictureSize(width: width, height: height)
             // Every byte is written below (a missing plane as zeros), so the buffer is not cleared
             // first: at composite rates that clearing was a memset per decoded picture.
-            let count = VideoFrame.byteCount(width: width, height: height)
+            let count = VideoFrame.byteCount(width: size.width, height: size.height)
             let data = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
                 initialized = count
                 guard let base = out.baseAddress else { return }
@@ -216,6 +226,8 @@ public final class MediaStreamDecoder {
                 for plane in 0..<3 {
                     let planeWidth = plane == 0 ? width : width / 2
                     let planeHeight = plane == 0 ? height : height / 2
+                    let outputWidth = plane == 0 ? size.width : size.width / 2
+                    let outputHeight = plane == 0 ? size.height : size.height / 2
                     let stride = Int(
                         withUnsafeBytes(of: frame.pointee.linesize) {
                             $0.load(fromByteOffset: plane * 4, as: Int32.self)
@@ -227,17 +239,20 @@ public final class MediaStreamDecoder {
                             as: UnsafeMutablePointer<UInt8>?.self
                         )
                     }
-                    if let source {
-                        for row in 0..<planeHeight {
-                            (base + offset + row * planeWidth).initialize(
-                                from: source + row * stride,
-                                count: planeWidth
-                            )
-                        }
+                    if let source, stride >= planeWidth {
+                        PictureFit.scalePlane(
+                            source,
+                            width: planeWidth,
+                            height: planeHeight,
+                            stride: stride,
+                            into: base + offset,
+                            width: outputWidth,
+                            height: outputHeight
+                        )
                     } else {
-                        (base + offset).initialize(repeating: 0, count: planeWidth * planeHeight)
+                        (base + offset).initialize(repeating: 0, count: outputWidth * outputHeight)
                     }
-                    offset += planeWidth * planeHeight
+                    offset += outputWidth * outputHeight
                 }
             }
             var pts = frame.pointee.best_effort_timestamp
@@ -248,7 +263,7 @@ public final class MediaStreamDecoder {
                 AVRational(num: 1, den: 1_000_000_000)
             )
             do throws(RawMediaError) {
-                let picture = try VideoFrame(width: width, height: height, data: data, rtpTimestamp: 0)
+                let picture = try VideoFrame(width: size.width, height: size.height, data: data, rtpTimestamp: 0)
                 return .video(picture, .nanoseconds(nanoseconds))
             } catch {
                 throw MediaFileError(path: path, kind: .unsupported, reason: error.description)

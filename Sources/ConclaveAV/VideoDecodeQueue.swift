@@ -51,15 +51,27 @@ public final class ReceivedVideoDecoder {
     /// or when the decoder holds the picture back). A failure is thrown once; decoding then
     /// resumes at the next keyframe.
     public func decode(_ frame: EncodedFrame) throws(MediaFileError) -> VideoFrame? {
+        try decode(frame, fitting: nil)?.picture
+    }
+
+    /// Decodes a frame like ``decode(_:)``; a picture larger than what fills `box` comes out
+    /// scaled down to it (``PictureFit``), with the size it was decoded at.
+    public func decode(_ frame: EncodedFrame, fitting box: PictureSize?) throws(MediaFileError) -> DecodedPicture? {
         if broken || decoder?.stream.codec != frame.codec {
             guard frame.isKeyframe else { return nil }
             decoder = try? MediaStreamDecoder(codec: frame.codec, name: "received \(frame.codec)")
             broken = decoder == nil
         }
         guard let decoder else { return nil }
+        decoder.downscaleBox = box
         do {
-            var newest: VideoFrame?
-            for case .video(let picture, _) in try decoder.decode(frame) { newest = picture }
+            var newest: DecodedPicture?
+            for case .video(let picture, _) in try decoder.decode(frame) {
+                newest = DecodedPicture(
+                    picture,
+                    decodedSize: decoder.lastDecodedSize ?? PictureSize(width: picture.width, height: picture.height)
+                )
+            }
             return newest
         } catch {
             broken = true
@@ -78,7 +90,9 @@ public final class ReceivedVideoDecoder {
 /// own thread drains its queue once per output frame instead.
 public final class VideoDecodeQueue: Sendable {
     /// Receives each feed's newest picture, on the queue's thread.
-    public typealias Sink = @Sendable (_ feedID: UInt64, _ picture: VideoFrame) -> Void
+    public typealias Sink = @Sendable (_ feedID: UInt64, _ picture: DecodedPicture) -> Void
+    /// The box a feed's pictures are drawn in, asked for each picture; nil: decoded size.
+    public typealias Fitting = @Sendable (_ feedID: UInt64) -> PictureSize?
     /// Receives decoding failures (one line each), on the queue's thread.
     public typealias ProblemSink = @Sendable (_ feedID: UInt64, _ problem: String) -> Void
 
@@ -92,6 +106,7 @@ public final class VideoDecodeQueue: Sendable {
     public init(
         name: String,
         limit: Int = VideoDecodeQueue.defaultLimit,
+        fitting: @escaping Fitting = { _ in nil },
         pictures: @escaping Sink,
         problems: @escaping ProblemSink = { _, _ in }
     ) {
@@ -100,7 +115,7 @@ public final class VideoDecodeQueue: Sendable {
         self.inbox = inbox
         self.done = done
         let thread = Thread {
-            Self.run(inbox, pictures: pictures, problems: problems)
+            Self.run(inbox, fitting: fitting, pictures: pictures, problems: problems)
             done.signal()
         }
         thread.name = name
@@ -126,10 +141,10 @@ public final class VideoDecodeQueue: Sendable {
         await done.wait()
     }
 
-    private static func run(_ inbox: Inbox, pictures: Sink, problems: ProblemSink) {
+    private static func run(_ inbox: Inbox, fitting: Fitting, pictures: Sink, problems: ProblemSink) {
         var decoders: [UInt64: ReceivedVideoDecoder] = [:]
         var batch: [Inbox.Event] = []
-        var newest: [UInt64: VideoFrame] = [:]
+        var newest: [UInt64: DecodedPicture] = [:]
         var finished = false
         while !finished {
             batch.removeAll(keepingCapacity: true)
@@ -143,7 +158,9 @@ public final class VideoDecodeQueue: Sendable {
                     let decoder = decoders[feedID] ?? ReceivedVideoDecoder()
                     decoders[feedID] = decoder
                     do {
-                        if let picture = try decoder.decode(frame) { newest[feedID] = picture }
+                        if let picture = try decoder.decode(frame, fitting: fitting(feedID)) {
+                            newest[feedID] = picture
+                        }
                     } catch {
                         problems(feedID, "\(error.reason); resumed at the next keyframe")
                     }

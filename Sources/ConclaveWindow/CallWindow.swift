@@ -74,10 +74,24 @@ public final class CallWindow: Sendable {
 
     /// The newest picture of a participant (I420). Replaces one not yet drawn.
     public func show(picture: VideoFrame, for id: UInt64) {
+        show(DecodedPicture(picture), for: id)
+    }
+
+    /// The newest picture of a participant, perhaps already scaled down to its ``pictureBox(for:)``
+    /// by the decoder. Replaces one not yet drawn.
+    public func show(_ picture: DecodedPicture, for id: UInt64) {
         mailbox.post {
             $0.pictures[id] = picture
             $0.pictureCounts[id, default: 0] += 1
         }
+    }
+
+    /// The room a participant's picture is drawn in (its tile less the border), for a decoder
+    /// that scales pictures down before they reach the window (``PictureFit``); nil when the
+    /// window has no tile for it yet, or when its renderer scales on a GPU, where a picture of the
+    /// full decoded size costs nothing more and is drawn sharper.
+    public func pictureBox(for id: UInt64) -> PictureSize? {
+        mailbox.boxes.withLock { $0[id] }
     }
 
     /// A participant's indicators.
@@ -127,8 +141,9 @@ public final class CallWindow: Sendable {
     }
 }
 
-/// One participant's picture as the window last drew it: the picture's own size and the size
-/// it was drawn at (its tile, less the border, keeping the aspect ratio).
+/// One participant's picture as the window last drew it: the picture's size as decoded (before
+/// any scaling down to its box) and the size it was drawn at (its tile, less the border, keeping
+/// the aspect ratio).
 public struct ShownPicture: Sendable, Hashable {
     public var pictureWidth: Int
     public var pictureHeight: Int
@@ -149,7 +164,7 @@ enum WindowChange: Sendable {
 struct WindowMail: Sendable {
     var changes: [WindowChange] = []
     /// The newest picture of each participant.
-    var pictures: [UInt64: VideoFrame] = [:]
+    var pictures: [UInt64: DecodedPicture] = [:]
     /// How many pictures each participant sent since the last look, replaced ones included: the
     /// rate the window paces its presents to (``PresentPacing``).
     var pictureCounts: [UInt64: Int] = [:]
@@ -181,6 +196,9 @@ final class Mailbox: Sendable {
     private let state = Mutex(State())
     /// What the last frame drew of each participant's picture, written by the window's thread.
     let shown = Mutex<[UInt64: ShownPicture]>([:])
+    /// Each participant's picture box, written by the window's thread when it draws with SDL's
+    /// software renderer (``CallWindow/pictureBox(for:)``).
+    let boxes = Mutex<[UInt64: PictureSize]>([:])
 
     /// Applies `change` to the mail and wakes the window; false when the window is closed.
     @discardableResult

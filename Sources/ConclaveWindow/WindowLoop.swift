@@ -36,6 +36,8 @@ final class WindowLoop {
         /// One streaming texture in ``WindowLoop/pictureFormat``, recreated when the picture size
         /// changes.
         var texture: SizedTexture?
+        /// The size the newest picture was decoded at (the texture's may be smaller).
+        var decodedSize: PictureSize?
         var label: SizedTexture?
     }
 
@@ -71,6 +73,9 @@ final class WindowLoop {
     /// clear that `drawScene` no longer does, that was a fifth of the window thread's CPU
     /// (bench/devices, `PARTS=cpu PERF=FILE`).
     private var pictureFormat: UInt32
+    /// SDL's software renderer: pictures are best scaled down before they arrive (the window
+    /// publishes their boxes).
+    private let softwareRenderer: Bool
 
     init(
         title: String,
@@ -134,6 +139,7 @@ final class WindowLoop {
         let refreshRate = SDL_GetWindowDisplayMode(window, &mode) == 0 ? Int(mode.refresh_rate) : 0
         pacing = PresentPacing(refreshRate: refreshRate)
         pictureFormat = Self.pictureFormat(renderer: renderer, window: window)
+        softwareRenderer = Self.rendererName(renderer) == "software"
         mailbox.open {
             var event = SDL_Event()
             event.type = wakeEvent
@@ -160,12 +166,17 @@ final class WindowLoop {
     /// The pictures' texture format for `renderer` (see ``pictureFormat``): the window's when it
     /// is SDL's software renderer drawing into a 32-bit RGB window without alpha, else IYUV.
     private static func pictureFormat(renderer: OpaquePointer, window: OpaquePointer) -> UInt32 {
-        var info = SDL_RendererInfo()
-        guard SDL_GetRendererInfo(renderer, &info) == 0, let name = info.name, String(cString: name) == "software"
-        else { return SDL_PIXELFORMAT_IYUV.rawValue }
+        guard rendererName(renderer) == "software" else { return SDL_PIXELFORMAT_IYUV.rawValue }
         let windowFormat = SDL_GetWindowPixelFormat(window)
         let direct = [SDL_PIXELFORMAT_RGB888.rawValue, SDL_PIXELFORMAT_BGR888.rawValue]
         return direct.contains(windowFormat) ? windowFormat : SDL_PIXELFORMAT_IYUV.rawValue
+    }
+
+    /// SDL's name of `renderer` ("software", "opengl", ...); nil when SDL cannot tell.
+    private static func rendererName(_ renderer: OpaquePointer) -> String? {
+        var info = SDL_RendererInfo()
+        guard SDL_GetRendererInfo(renderer, &info) == 0, let name = info.name else { return nil }
+        return String(cString: name)
     }
 
     /// Whether `renderer` is an OpenGL one whose context Mesa rasterises in software.
@@ -328,8 +339,10 @@ final class WindowLoop {
     }
 
     /// Copies a picture into the participant's texture (only when it is new, not at every draw).
-    private func upload(_ picture: VideoFrame, for id: UInt64) {
+    private func upload(_ decoded: DecodedPicture, for id: UInt64) {
         guard var participant = participants[id] else { return }
+        let picture = decoded.picture
+        participant.decodedSize = decoded.decodedSize
         if let texture = participant.texture,
             texture.width != picture.width || texture.height != picture.height || texture.format != pictureFormat
         {
@@ -345,7 +358,10 @@ final class WindowLoop {
                     Int32(clamping: picture.width),
                     Int32(clamping: picture.height)
                 )
-            else { return }
+            else {
+                participants[id] = participant  // without the texture destroyed above
+                return
+            }
             participant.texture = SizedTexture(
                 texture: texture,
                 width: picture.width,
@@ -353,8 +369,8 @@ final class WindowLoop {
                 format: pictureFormat
             )
         }
-        guard let texture = participant.texture else { return }
         participants[id] = participant
+        guard let texture = participant.texture else { return }
         let converted = picture.data.withUnsafeBufferPointer { planes -> Bool in
             guard let base = planes.baseAddress else { return true }
             guard texture.format != SDL_PIXELFORMAT_IYUV.rawValue else {
@@ -390,7 +406,7 @@ final class WindowLoop {
         guard !converted else { return }
         // This SDL cannot convert into the window's format after all: IYUV textures from now on.
         pictureFormat = SDL_PIXELFORMAT_IYUV.rawValue
-        upload(picture, for: id)
+        upload(decoded, for: id)
     }
 
     private func destroy(_ participant: Participant) {
@@ -453,14 +469,19 @@ final class WindowLoop {
             draw(participant, tile)
             if let texture = participant.texture, let picture = tile.picture {
                 shown[id] = ShownPicture(
-                    pictureWidth: texture.width,
-                    pictureHeight: texture.height,
+                    pictureWidth: participant.decodedSize?.width ?? texture.width,
+                    pictureHeight: participant.decodedSize?.height ?? texture.height,
                     drawnWidth: picture.width,
                     drawnHeight: picture.height
                 )
             }
         }
         mailbox.shown.withLock { $0 = shown }
+        if softwareRenderer {
+            var boxes: [UInt64: PictureSize] = [:]
+            for (id, tile) in geometry { boxes[id] = CallWindowLayout.pictureBox(in: tile.tile) }
+            mailbox.boxes.withLock { $0 = boxes }
+        }
         if statusShown { drawStatus() }
         return geometry
     }

@@ -102,25 +102,31 @@ public enum CallWindowLayout {
         TileGrid.rectangles(count: count, width: width, height: height)
     }
 
+    /// The room a picture has in `tile`: the tile less the border on each side.
+    public static func pictureBox(in tile: TileRect) -> PictureSize {
+        PictureSize(width: max(1, tile.width - 2 * border), height: max(1, tile.height - 2 * border))
+    }
+
     /// Where a picture of `pictureWidth` x `pictureHeight` is drawn in `tile`: as large as fits
     /// inside the border, aspect ratio kept, centred.
+    ///
+    /// A picture that is already that size to within a pixel or two (one the decoder scaled down
+    /// to this box and rounded to even sizes, ``PictureFit/downscaledSize(width:height:for:)``)
+    /// is drawn at its own size: a plain copy, where a stretch by a pixel would cost the software
+    /// renderer a scaled copy at every present.
     public static func pictureRect(in tile: TileRect, pictureWidth: Int, pictureHeight: Int) -> TileRect {
-        let width = max(1, tile.width - 2 * border)
-        let height = max(1, tile.height - 2 * border)
-        guard pictureWidth > 0, pictureHeight > 0 else {
-            return TileRect(x: tile.x + border, y: tile.y + border, width: width, height: height)
-        }
-        var fittedWidth = width
-        var fittedHeight = width * pictureHeight / pictureWidth
-        if fittedHeight > height {
-            fittedHeight = height
-            fittedWidth = height * pictureWidth / pictureHeight
+        let box = pictureBox(in: tile)
+        var fitted = PictureFit.fitted(width: pictureWidth, height: pictureHeight, in: box)
+        if pictureWidth > 0, pictureHeight > 0, pictureWidth <= fitted.width, pictureHeight <= fitted.height,
+            fitted.width - pictureWidth <= 2, fitted.height - pictureHeight <= 2
+        {
+            fitted = PictureSize(width: pictureWidth, height: pictureHeight)
         }
         return TileRect(
-            x: tile.x + (tile.width - fittedWidth) / 2,
-            y: tile.y + (tile.height - fittedHeight) / 2,
-            width: fittedWidth,
-            height: fittedHeight
+            x: tile.x + (tile.width - fitted.width) / 2,
+            y: tile.y + (tile.height - fitted.height) / 2,
+            width: fitted.width,
+            height: fitted.height
         )
     }
 

@@ -60,9 +60,13 @@ final class CallWindowOutput: CallMediaObserver {
 
     private init(window: CallWindow) {
         self.window = window
-        decoder = VideoDecodeQueue(name: "conclave-window-decode") { feedID, picture in
-            window.show(picture: picture, for: feedID)
-        }
+        // With SDL's software renderer the window names each tile's box, and pictures come
+        // scaled down to it: smaller to convert, and copied rather than stretched at each present.
+        decoder = VideoDecodeQueue(
+            name: "conclave-window-decode",
+            fitting: { window.pictureBox(for: $0) },
+            pictures: { feedID, picture in window.show(picture, for: feedID) }
+        )
     }
 
     func participantJoined(feedID: UInt64, display: String?) {

@@ -74,8 +74,8 @@ struct VideoDecodeQueueTests {
     func queueDecodes() async throws {
         let frames = try Self.frames(.vp8, count: 30)
         let seen = Mutex<[UInt64: [Int]]>([:])
-        let queue = VideoDecodeQueue(name: "test-decode") { feedID, picture in
-            let number = PatternReader.read(picture)?.frameNumber ?? -1
+        let queue = VideoDecodeQueue(name: "test-decode") { feedID, decoded in
+            let number = PatternReader.read(decoded.picture)?.frameNumber ?? -1
             seen.withLock { $0[feedID, default: []].append(number) }
         }
         for frame in frames {
@@ -91,5 +91,60 @@ struct VideoDecodeQueueTests {
             #expect(shown == shown.sorted() && Set(shown).count == shown.count, "\(shown)")
             #expect(shown.last == 29)
         }
+    }
+
+    @Test(
+        "pictures decoded for a box come scaled down to fit it: the nearest pixels of the full decode",
+        arguments: [MediaCodec.vp8, .h264]
+    )
+    func decoderScalesDownToTheBox(codec: MediaCodec) throws {
+        let frames = try Self.frames(codec, count: 3)
+        let reference = ReceivedVideoDecoder()
+        let fitted = ReceivedVideoDecoder()
+        // A 180x130 box: 173x130 keeps 4:3, 172x130 once even.
+        let box = PictureSize(width: 180, height: 130)
+        for (index, frame) in frames.enumerated() {
+            let full = try #require(try reference.decode(frame))
+            let decoded = try #require(try fitted.decode(frame, fitting: box))
+            #expect(decoded.decodedSize == PictureSize(width: 320, height: 240))
+            #expect(decoded.picture.width == 172 && decoded.picture.height == 130)
+            #expect(
+                decoded.picture.data == (try PictureFit.scaled(full, to: PictureSize(width: 172, height: 130))).data,
+                "frame \(index)"
+            )
+        }
+        // A box larger than the picture leaves it as decoded.
+        let large = try #require(
+            try ReceivedVideoDecoder().decode(frames[0], fitting: PictureSize(width: 640, height: 480))
+        )
+        #expect(large.picture.width == 320 && large.picture.height == 240)
+    }
+
+    @Test("the queue asks for each feed's box and hands on pictures scaled to it, with their decoded size")
+    func queueScalesDownPerFeed() async throws {
+        let frames = try Self.frames(.h264, count: 3)
+        let reference = ReceivedVideoDecoder()
+        var last: VideoFrame?
+        for frame in frames { last = try reference.decode(frame) }
+        let expected = try PictureFit.scaled(try #require(last), to: PictureSize(width: 172, height: 130))
+        let seen = Mutex<[UInt64: DecodedPicture]>([:])
+        let queue = VideoDecodeQueue(
+            name: "test-decode",
+            fitting: { $0 == 1 ? PictureSize(width: 180, height: 130) : nil },
+            pictures: { feedID, decoded in seen.withLock { $0[feedID] = decoded } }
+        )
+        for frame in frames {
+            queue.add(feedID: 1, frame: frame)
+            queue.add(feedID: 2, frame: frame)
+        }
+        await queue.finish()
+        let newest = seen.withLock { $0 }
+        // The newest picture of each feed is handed on last.
+        let scaled = try #require(newest[1])
+        #expect(scaled.picture.data == expected.data)
+        #expect(scaled.decodedSize == PictureSize(width: 320, height: 240))
+        let full = try #require(newest[2])
+        #expect(full.picture.width == 320 && full.decodedSize == PictureSize(width: 320, height: 240))
+        #expect(PatternReader.read(full.picture)?.frameNumber == 2)
     }
 }

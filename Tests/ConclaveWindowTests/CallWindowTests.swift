@@ -72,6 +72,9 @@ struct CallWindowTests {
         let left = try #require(first.tiles[1]?.tile)
         let right = try #require(first.tiles[2]?.tile)
         #expect(left.x < right.x)
+        // The software renderer names each tile's picture box, for decoders to scale down to.
+        #expect(window.pictureBox(for: 1) == PictureSize(width: 472, height: 532))
+        #expect(window.pictureBox(for: 2) == CallWindowLayout.pictureBox(in: right))
 
         // Two pictures before the window draws: only the newest is shown.
         window.show(picture: try #require(pictures[42]), for: 1)
@@ -115,8 +118,44 @@ struct CallWindowTests {
         let snapshot = try #require(await window.snapshot())
         #expect(snapshot.renderer == "opengl")
         #expect(snapshot.pictureFormat == "SDL_PIXELFORMAT_IYUV")
+        // A GPU scales for free, and more smoothly: pictures come at their decoded size.
+        #expect(window.pictureBox(for: 1) == nil)
         #expect(Self.frameNumber(snapshot, 1) == 7)
         #expect(Self.frameNumber(snapshot, 2) == 33)
+        await window.close()
+    }
+
+    @Test("a picture scaled down to its box is copied 1:1, reads the same, and reports its decoded size")
+    func pictureScaledToItsBox() async throws {
+        let (server, window) = try await Self.window()
+        defer { server.stop() }
+        let source = try PatternSource(width: 640, height: 480)
+        var frames: [VideoFrame] = []
+        while frames.count < 13, let frame = try source.nextFrame() { frames.append(frame) }
+        window.participantJoined(id: 1, display: "alice")
+        window.participantJoined(id: 2, display: "bob")
+        window.participantJoined(id: 3, display: "carol")
+        _ = await window.snapshot()
+        // Three tiles of 480x270 in the 960x540 window: boxes of 472x262, a 640x480 picture
+        // scaled to 348x262 (349 wide keeps 4:3; even sizes).
+        let box = try #require(window.pictureBox(for: 1))
+        #expect(box == PictureSize(width: 472, height: 262))
+        let size = try #require(PictureFit.downscaledSize(width: 640, height: 480, for: box))
+        #expect(size == PictureSize(width: 348, height: 262))
+        let decodedSize = PictureSize(width: 640, height: 480)
+        window.show(DecodedPicture(try PictureFit.scaled(frames[12], to: size), decodedSize: decodedSize), for: 1)
+        window.show(picture: frames[3], for: 2)
+        let snapshot = try #require(await window.snapshot())
+        let scaled = try #require(snapshot.tiles[1]?.picture)
+        let full = try #require(snapshot.tiles[2]?.picture)
+        // Drawn at its own size, where the full picture is stretched to 349 wide.
+        #expect(scaled.width == 348 && scaled.height == 262)
+        #expect(full.width == 349 && full.height == 262)
+        #expect(Self.frameNumber(snapshot, 1) == 12)
+        #expect(Self.frameNumber(snapshot, 2) == 3)
+        // Layer selection compares the drawn height with the decoded one, not the scaled one.
+        let shown = try #require(window.shownPictures()[1])
+        #expect(shown == ShownPicture(pictureWidth: 640, pictureHeight: 480, drawnWidth: 348, drawnHeight: 262))
         await window.close()
     }
 
@@ -213,6 +252,12 @@ struct CallWindowTests {
         )
         let picture = CallWindowLayout.pictureRect(in: tiles[1], pictureWidth: 320, pictureHeight: 240)
         #expect(picture == TileRect(x: 484, y: 93, width: 472, height: 354))
+        // A picture within two pixels of its fit (scaled to it, rounded to even) keeps its size;
+        // one further off is fitted.
+        let box = CallWindowLayout.pictureBox(in: tiles[1])
+        #expect(box == PictureSize(width: 472, height: 532))
+        #expect(CallWindowLayout.pictureRect(in: tiles[1], pictureWidth: 470, pictureHeight: 352).width == 470)
+        #expect(CallWindowLayout.pictureRect(in: tiles[1], pictureWidth: 466, pictureHeight: 350).width == 472)
     }
 
     @Test("the background is painted exactly where no picture is: every pixel once, none under a picture")
