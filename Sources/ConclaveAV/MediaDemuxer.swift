@@ -53,7 +53,8 @@ public final class MediaDemuxer {
     public let path: String
     /// The file's streams.
     public let streams: [MediaStreamInfo]
-    let context: UnsafeMutablePointer<AVFormatContext>
+    /// Replaced by ``rewind()``, which opens the file again.
+    private(set) var context: UnsafeMutablePointer<AVFormatContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     private var avccConfigurations: [Int: H264AVCC.DecoderConfiguration] = [:]
     private var firstPTS: [Int: Int64] = [:]
@@ -62,18 +63,7 @@ public final class MediaDemuxer {
     public init(path: String) throws(MediaFileError) {
         FFmpegLogging.silenced
         self.path = path
-        var opened: UnsafeMutablePointer<AVFormatContext>?
-        var rc = avformat_open_input(&opened, path, nil, nil)
-        guard rc >= 0, let opened else {
-            let kind: MediaFileError.Kind = rc == cshim_AVERROR_INVALIDDATA() ? .malformed : .unreadable
-            throw MediaFileError(path: path, kind: kind, reason: "cannot open: \(averrorText(rc))")
-        }
-        rc = avformat_find_stream_info(opened, nil)
-        guard rc >= 0 else {
-            var doomed: UnsafeMutablePointer<AVFormatContext>? = opened
-            avformat_close_input(&doomed)
-            throw MediaFileError(path: path, kind: .malformed, reason: "cannot read stream info: \(averrorText(rc))")
-        }
+        let opened = try Self.open(path)
         guard let packet = av_packet_alloc() else {
             var doomed: UnsafeMutablePointer<AVFormatContext>? = opened
             avformat_close_input(&doomed)
@@ -118,6 +108,23 @@ public final class MediaDemuxer {
             }
         }
         self.streams = streams
+    }
+
+    /// Opens `path` and reads its stream info.
+    private static func open(_ path: String) throws(MediaFileError) -> UnsafeMutablePointer<AVFormatContext> {
+        var opened: UnsafeMutablePointer<AVFormatContext>?
+        var rc = avformat_open_input(&opened, path, nil, nil)
+        guard rc >= 0, let opened else {
+            let kind: MediaFileError.Kind = rc == cshim_AVERROR_INVALIDDATA() ? .malformed : .unreadable
+            throw MediaFileError(path: path, kind: kind, reason: "cannot open: \(averrorText(rc))")
+        }
+        rc = avformat_find_stream_info(opened, nil)
+        guard rc >= 0 else {
+            var doomed: UnsafeMutablePointer<AVFormatContext>? = opened
+            avformat_close_input(&doomed)
+            throw MediaFileError(path: path, kind: .malformed, reason: "cannot read stream info: \(averrorText(rc))")
+        }
+        return opened
     }
 
     deinit {
@@ -185,14 +192,22 @@ public final class MediaDemuxer {
         }
     }
 
-    /// Goes back to the start of the file (for looping).
+    /// Goes back to the start of the file (for looping), by opening it again.
+    ///
+    /// A seek to the start is not the start: libavformat's Matroska demuxer seeks to the first
+    /// video keyframe's cue and then drops every packet of other tracks stamped before it, so
+    /// audio that starts a few milliseconds before the video (as a recording's first packets
+    /// often do) was lost at each rewind; raw streams cannot seek by time at all.
     public func rewind() throws(MediaFileError) {
-        let rc = av_seek_frame(context, -1, 0, AVSEEK_FLAG_BACKWARD)
-        guard rc < 0 else { return }
-        // Raw streams without an index cannot seek by time; restart the byte stream instead.
-        guard let io = context.pointee.pb, avio_seek(io, 0, SEEK_SET) >= 0 else {
-            throw MediaFileError(path: path, kind: .unreadable, reason: "cannot seek to the start: \(averrorText(rc))")
+        let reopened = try Self.open(path)
+        guard Int(reopened.pointee.nb_streams) == Int(context.pointee.nb_streams) else {
+            var doomed: UnsafeMutablePointer<AVFormatContext>? = reopened
+            avformat_close_input(&doomed)
+            throw MediaFileError(path: path, kind: .malformed, reason: "the file's streams changed while it was read")
         }
-        _ = avformat_flush(context)
+        var old: UnsafeMutablePointer<AVFormatContext>? = context
+        avformat_close_input(&old)
+        context = reopened
+        av_packet_unref(packet)
     }
 }

@@ -51,6 +51,40 @@ struct ContainerTests {
         return (videoFrames, audioFrames)
     }
 
+    @Test("a rewound file reads every packet again, audio stamped before the first video keyframe included")
+    func rewindReadsEverything() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("audio-first.webm").path
+        // Audio from 0 s, video from 0.1 s: five Opus packets come before any keyframe.
+        let made = try runProcess(
+            try which("ffmpeg"),
+            [
+                "-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-itsoffset", "0.1", "-f",
+                "lavfi", "-i", "testsrc=duration=1:size=160x120:rate=30", "-map", "1:v", "-map", "0:a", "-c:v",
+                "libvpx", "-c:a", "libopus", path,
+            ]
+        )
+        #expect(made.succeeded, "\(made.errorOutput)")
+        let demuxer = try MediaDemuxer(path: path)
+        func readAll() throws -> [DemuxedPacket] {
+            var packets: [DemuxedPacket] = []
+            while let packet = try demuxer.readPacket() { packets.append(packet) }
+            return packets
+        }
+        let first = try readAll()
+        let audio = try #require(demuxer.firstStream(of: .audio)).index
+        #expect(first.prefix(5).allSatisfy { $0.streamIndex == audio })
+        for _ in 0..<2 {
+            try demuxer.rewind()
+            let again = try readAll()
+            #expect(again.count == first.count)
+            let sameBytes = again.map(\.data) == first.map(\.data)
+            #expect(sameBytes, "the packets read after the rewind differ")
+            #expect(again.map(\.presentationTime) == first.map(\.presentationTime))
+        }
+    }
+
     @Test(
         "Pattern + tone through WebM and Matroska: frames intact, every number once, flashes within one frame of beeps",
         arguments: [MediaCodec.vp8, .h264]
