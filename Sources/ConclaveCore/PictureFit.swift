@@ -1,5 +1,5 @@
-/// A width and height in pixels: the room a picture is drawn in.
-public struct PictureSize: Sendable, Hashable, CustomStringConvertible {
+/// A width and height in pixels: a picture's, or the room it is drawn in.
+public struct PictureSize: Sendable, Hashable, Codable, CustomStringConvertible {
     public var width: Int
     public var height: Int
 

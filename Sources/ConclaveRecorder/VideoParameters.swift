@@ -3,17 +3,9 @@ public import ConclaveCore
 /// The picture size of a video keyframe, read from its bitstream header.
 ///
 /// The recorder needs it for the container header and starts a new segment when it changes.
-public struct VideoDimensions: Sendable, Hashable, Codable, CustomStringConvertible {
-    public var width: Int
-    public var height: Int
+public typealias VideoDimensions = PictureSize
 
-    public init(width: Int, height: Int) {
-        self.width = width
-        self.height = height
-    }
-
-    public var description: String { "\(width)x\(height)" }
-
+extension VideoDimensions {
     /// The size a keyframe announces, or nil for a non-keyframe or an unreadable header.
     public static func of(_ frame: EncodedFrame) -> VideoDimensions? {
         guard frame.isKeyframe else { return nil }
