@@ -219,41 +219,22 @@ public final class MediaStreamDecoder {
             // Every byte is written below (a missing plane as zeros), so the buffer is not cleared
             // first: at composite rates that clearing was a memset per decoded picture.
             let count = VideoFrame.byteCount(width: size.width, height: size.height)
+            let planes = (0..<3).map { plane -> (base: UnsafePointer<UInt8>, stride: Int)? in
+                let stride = withUnsafeBytes(of: frame.pointee.linesize) {
+                    $0.load(fromByteOffset: plane * 4, as: Int32.self)
+                }
+                let source = withUnsafeBytes(of: frame.pointee.data) {
+                    $0.load(
+                        fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                        as: UnsafeMutablePointer<UInt8>?.self
+                    )
+                }
+                return source.map { (UnsafePointer($0), Int(stride)) }
+            }
             let data = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
                 initialized = count
                 guard let base = out.baseAddress else { return }
-                var offset = 0
-                for plane in 0..<3 {
-                    let planeWidth = plane == 0 ? width : width / 2
-                    let planeHeight = plane == 0 ? height : height / 2
-                    let outputWidth = plane == 0 ? size.width : size.width / 2
-                    let outputHeight = plane == 0 ? size.height : size.height / 2
-                    let stride = Int(
-                        withUnsafeBytes(of: frame.pointee.linesize) {
-                            $0.load(fromByteOffset: plane * 4, as: Int32.self)
-                        }
-                    )
-                    let source = withUnsafeBytes(of: frame.pointee.data) {
-                        $0.load(
-                            fromByteOffset: plane * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                            as: UnsafeMutablePointer<UInt8>?.self
-                        )
-                    }
-                    if let source, stride >= planeWidth {
-                        PictureFit.scalePlane(
-                            source,
-                            width: planeWidth,
-                            height: planeHeight,
-                            stride: stride,
-                            into: base + offset,
-                            width: outputWidth,
-                            height: outputHeight
-                        )
-                    } else {
-                        (base + offset).initialize(repeating: 0, count: outputWidth * outputHeight)
-                    }
-                    offset += outputWidth * outputHeight
-                }
+                PictureFit.scalePicture(planes, width: width, height: height, into: base, size: size)
             }
             var pts = frame.pointee.best_effort_timestamp
             if pts == cshim_AV_NOPTS_VALUE() { pts = 0 }

@@ -104,39 +104,36 @@ public enum PictureFit {
         }
     }
 
-    /// `picture` scaled to `size` (even, positive) with ``scalePlane(_:width:height:stride:into:width:height:)``,
-    /// plane by plane.
-    public static func scaled(_ picture: VideoFrame, to size: PictureSize) throws(RawMediaError) -> VideoFrame {
-        try VideoFrame.validate(width: size.width, height: size.height)
-        let count = VideoFrame.byteCount(width: size.width, height: size.height)
-        let (width, height) = (size.width, size.height)
-        let data = [UInt8](unsafeUninitializedCapacity: count) { output, initialized in
-            initialized = count
-            guard let output = output.baseAddress else { return }
-            picture.data.withUnsafeBufferPointer { source in
-                guard let source = source.baseAddress else { return }
-                let chroma = (width: picture.width / 2, height: picture.height / 2)
-                let planes = [
-                    (0, picture.width, picture.height, 0, width, height),
-                    (picture.uOffset, chroma.width, chroma.height, width * height, width / 2, height / 2),
-                    (
-                        picture.vOffset, chroma.width, chroma.height, width * height + (width / 2) * (height / 2),
-                        width / 2, height / 2
-                    ),
-                ]
-                for (from, sourceWidth, sourceHeight, to, outputWidth, outputHeight) in planes {
-                    scalePlane(
-                        source + from,
-                        width: sourceWidth,
-                        height: sourceHeight,
-                        stride: sourceWidth,
-                        into: output + to,
-                        width: outputWidth,
-                        height: outputHeight
-                    )
-                }
+    /// Scales a `width`×`height` I420 picture (even sizes), given as its Y, U and V planes, each
+    /// with its own stride, into packed I420 of `size` (even) at `destination`, plane by plane
+    /// with ``scalePlane(_:width:height:stride:into:width:height:)`` (a copy where the sizes
+    /// match). A missing plane (nil, or fewer than three given) or one whose stride is shorter than
+    /// its rows is written as zeros, so every byte of the destination is written.
+    public static func scalePicture(
+        _ planes: [(base: UnsafePointer<UInt8>, stride: Int)?],
+        width: Int,
+        height: Int,
+        into destination: UnsafeMutablePointer<UInt8>,
+        size: PictureSize
+    ) {
+        var offset = 0
+        for plane in 0..<3 {
+            let (sourceWidth, sourceHeight) = plane == 0 ? (width, height) : (width / 2, height / 2)
+            let (outputWidth, outputHeight) = plane == 0 ? (size.width, size.height) : (size.width / 2, size.height / 2)
+            if plane < planes.count, let source = planes[plane], source.stride >= sourceWidth, sourceWidth > 0 {
+                scalePlane(
+                    source.base,
+                    width: sourceWidth,
+                    height: sourceHeight,
+                    stride: source.stride,
+                    into: destination + offset,
+                    width: outputWidth,
+                    height: outputHeight
+                )
+            } else {
+                (destination + offset).initialize(repeating: 0, count: max(0, outputWidth * outputHeight))
             }
+            offset += outputWidth * outputHeight
         }
-        return try VideoFrame(width: width, height: height, data: data, rtpTimestamp: picture.rtpTimestamp)
     }
 }

@@ -76,6 +76,8 @@ final class WindowLoop {
     /// SDL's software renderer: pictures are best scaled down before they arrive (the window
     /// publishes their boxes).
     private let softwareRenderer: Bool
+    /// The boxes last published to ``Mailbox/boxes``.
+    private var publishedBoxes: [UInt64: PictureSize] = [:]
 
     init(
         title: String,
@@ -181,9 +183,7 @@ final class WindowLoop {
 
     /// Whether `renderer` is an OpenGL one whose context Mesa rasterises in software.
     private static func isSoftwareOpenGL(_ renderer: OpaquePointer) -> Bool {
-        var info = SDL_RendererInfo()
-        guard SDL_GetRendererInfo(renderer, &info) == 0, let name = info.name,
-            String(cString: name).hasPrefix("opengl"),
+        guard rendererName(renderer)?.hasPrefix("opengl") == true,
             let getString = SDL_GL_GetProcAddress("glGetString")
         else { return false }
         // glGetString(GL_RENDERER), on the context the renderer made current.
@@ -478,9 +478,12 @@ final class WindowLoop {
         }
         mailbox.shown.withLock { $0 = shown }
         if softwareRenderer {
-            var boxes: [UInt64: PictureSize] = [:]
-            for (id, tile) in geometry { boxes[id] = CallWindowLayout.pictureBox(in: tile.tile) }
-            mailbox.boxes.withLock { $0 = boxes }
+            // They change with the layout only: published (under the decoder's lock) then.
+            let boxes = geometry.mapValues { CallWindowLayout.pictureBox(in: $0.tile) }
+            if boxes != publishedBoxes {
+                publishedBoxes = boxes
+                mailbox.boxes.withLock { $0 = boxes }
+            }
         }
         if statusShown { drawStatus() }
         return geometry
@@ -578,15 +581,13 @@ final class WindowLoop {
         }
         SDL_RenderPresent(renderer)
         guard rc == 0 else { return nil }
-        var info = SDL_RendererInfo()
-        let rendererName = SDL_GetRendererInfo(renderer, &info) == 0 ? info.name.map { String(cString: $0) } : nil
         return WindowSnapshot(
             width: width,
             height: height,
             rgb: rgb,
             order: order,
             tiles: geometry,
-            renderer: rendererName ?? "unknown",
+            renderer: Self.rendererName(renderer) ?? "unknown",
             pictureFormat: String(cString: SDL_GetPixelFormatName(pictureFormat))
         )
     }

@@ -89,14 +89,52 @@ struct PictureFitTests {
         #expect(Self.scale(source, 1 << 17, 1, to: 2, 1) == [0xAA, 0xAA])
     }
 
-    @Test("a whole I420 picture scales plane by plane, keeping its timestamp")
-    func scaledPicture() throws {
-        // 4x4 luma 0...15, 2x2 chroma planes 100... and 200...
-        let data = (0..<16).map { UInt8($0) } + [100, 101, 102, 103] + [200, 201, 202, 203]
-        let picture = try VideoFrame(width: 4, height: 4, data: data, rtpTimestamp: 90)
-        let scaled = try PictureFit.scaled(picture, to: PictureSize(width: 2, height: 2))
-        #expect(scaled.data == [5, 7, 13, 15, 103, 203])
-        #expect(scaled.rtpTimestamp == 90)
-        #expect(throws: RawMediaError.self) { try PictureFit.scaled(picture, to: PictureSize(width: 3, height: 2)) }
+    @Test("a whole I420 picture scales plane by plane, each with its stride; a missing plane is zeros")
+    func scaledPicture() {
+        // 4x4 luma 0...15 in rows of 6 bytes (two of padding); 2x2 chroma planes 100... and
+        // 200... in rows of 3 (one of padding).
+        let luma: [UInt8] = (0..<4).flatMap { row in (0..<4).map { UInt8(row * 4 + $0) } + [0xEE, 0xEE] }
+        let u: [UInt8] = [100, 101, 0xEE, 102, 103, 0xEE]
+        let v: [UInt8] = [200, 201, 0xEE, 202, 203, 0xEE]
+        var output = [UInt8](repeating: 0xAA, count: 6)
+        luma.withUnsafeBufferPointer { luma in
+            u.withUnsafeBufferPointer { u in
+                v.withUnsafeBufferPointer { v in
+                    output.withUnsafeMutableBufferPointer { output in
+                        guard let luma = luma.baseAddress, let u = u.baseAddress, let v = v.baseAddress,
+                            let output = output.baseAddress
+                        else { return }
+                        PictureFit.scalePicture(
+                            [(luma, 6), (u, 3), (v, 3)],
+                            width: 4,
+                            height: 4,
+                            into: output,
+                            size: PictureSize(width: 2, height: 2)
+                        )
+                    }
+                }
+            }
+        }
+        #expect(output == [5, 7, 13, 15, 103, 203])
+        // The V plane missing, the U plane's stride too short: both written as zeros.
+        var partial = [UInt8](repeating: 0xAA, count: 24)
+        luma.withUnsafeBufferPointer { luma in
+            u.withUnsafeBufferPointer { u in
+                partial.withUnsafeMutableBufferPointer { output in
+                    guard let luma = luma.baseAddress, let u = u.baseAddress, let output = output.baseAddress else {
+                        return
+                    }
+                    PictureFit.scalePicture(
+                        [(luma, 6), (u, 1), nil],
+                        width: 4,
+                        height: 4,
+                        into: output,
+                        size: PictureSize(width: 4, height: 4)
+                    )
+                }
+            }
+        }
+        #expect(Array(partial.prefix(16)) == (0..<16).map { UInt8($0) })
+        #expect(Array(partial.suffix(8)) == [UInt8](repeating: 0, count: 8))
     }
 }

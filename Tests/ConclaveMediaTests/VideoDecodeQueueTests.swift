@@ -1,6 +1,7 @@
 import ConclaveAV
 import ConclaveCore
 import ConclaveMedia
+import ConclaveTestSupport
 import Foundation
 import Synchronization
 import Testing
