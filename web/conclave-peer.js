@@ -160,9 +160,16 @@
   function watchPattern(video, track) {
     const canvas = document.createElement("canvas");
     const context = canvas.getContext("2d", { willReadFrequently: true });
-    const onFrame = (now) => {
+    let lastMediaTime = null;
+    const onFrame = (now, metadata) => {
       if (!track.live) return;
       if (track.firstFrameAt === null) track.firstFrameAt = now;
+      // The compositor may present one frame twice (a repaint); read each frame once.
+      if (metadata.mediaTime === lastMediaTime) {
+        video.requestVideoFrameCallback(onFrame);
+        return;
+      }
+      lastMediaTime = metadata.mediaTime;
       const width = video.videoWidth;
       const cell = Math.floor(width / columns) & ~1;
       if (cell >= 4) {
