@@ -24,9 +24,10 @@ public struct ParticipantPlayout: Sendable, Hashable {
 /// statistics and volumes are readable and settable from any thread.
 ///
 /// `render` accepts any number of samples: it mixes 20 ms at a time and keeps what a block has
-/// left over for the next call. Each block is pulled at the instant it will be heard (the call's
-/// instant plus the samples before it), so the buffers' delay control sees a steady 20 ms pace
-/// whatever size the device asks for.
+/// left over for the next call. Each block is pulled at the instant it will be heard (the
+/// `DeviceClock`'s instant for the call plus the samples before it), so the buffers' delay
+/// control sees a steady 20 ms pace whatever size the device asks for and however late its
+/// callbacks run.
 public final class CallAudioPlayout: Sendable {
     /// Samples per second of the output: 48 kHz mono Int16.
     public static let sampleRate = AudioFrame.sampleRate
@@ -56,6 +57,7 @@ public final class CallAudioPlayout: Sendable {
         var remainder = 0
         var spare: [Arrival] = []
         var volumes: [UInt64: Float] = [:]
+        var clock = DeviceClock(sampleRate: CallAudioPlayout.sampleRate)
         /// The figures of the last block, published together (capacity reused).
         var figures: [(UInt64, ParticipantPlayout)] = []
         var failures: [UInt64: OpusCodecError] = [:]
@@ -103,8 +105,20 @@ public final class CallAudioPlayout: Sendable {
     public var failures: [UInt64: OpusCodecError] { renderer.withLock { $0.failures } }
 
     /// Fills `output` with the mix, 48 kHz mono, from now on (the output device's thread).
+    ///
+    /// The instant its first sample is heard comes from a `DeviceClock`: the samples the device
+    /// has asked for, not the moment of this call, whose lateness on a loaded machine would make
+    /// the buffers drop and conceal frames.
     public func render(into output: UnsafeMutableBufferPointer<Int16>) {
-        render(into: output, now: .now)
+        render(into: output, calledAt: .now)
+    }
+
+    /// Fills `output` with the mix, 48 kHz mono, for a device callback made at `instant` (tests
+    /// drive the callbacks' times through it); the samples are heard at the device clock's instant.
+    public func render(into output: UnsafeMutableBufferPointer<Int16>, calledAt instant: ContinuousClock.Instant) {
+        let count = output.count
+        let heard = renderer.withLock { $0.clock.instant(forCallAt: instant, samples: count) }
+        render(into: output, now: heard)
     }
 
     /// Fills `output` with the mix, 48 kHz mono, its first sample heard at `now` (tests drive the

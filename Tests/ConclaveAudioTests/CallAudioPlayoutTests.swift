@@ -67,3 +67,53 @@ import Testing
         #expect(rms(muted) > 500)
     }
 }
+
+@Suite struct CallAudioPlayoutDeviceClockTests {
+    /// Plays 10 s of one participant's packets (one every 20 ms, 40 or 58 ms transit, so the
+    /// buffer keeps a couple) to a device whose callbacks stall as
+    /// `DeviceClockTests.stalledCalls` says; the buffer's counts after the first second.
+    private func play(stall: Duration, throughDeviceClock: Bool) throws -> PlayoutStatistics {
+        let playout = CallAudioPlayout()
+        let voice = try encodedVoice(count: 500)
+        let origin = DeviceClockTests.origin
+        let calls = DeviceClockTests.stalledCalls(count: 980, stall: stall)
+        var buffer = [Int16](repeating: 0, count: 480)
+        var packet = 0
+        func arrival(_ packet: Int) -> ContinuousClock.Instant {
+            origin + .milliseconds(packet * 20 + 40 + (packet % 2) * 18)
+        }
+        var settled = PlayoutStatistics()
+        for (index, call) in calls.enumerated() {
+            // The first second: the target grows to the arrivals' jitter (a frame or two inserted).
+            if index == 100 { settled = try #require(playout.participants[1]).statistics }
+            while packet < voice.count, arrival(packet) <= call {
+                playout.received(feedID: 1, frame: voice[packet], at: arrival(packet))
+                packet += 1
+            }
+            buffer.withUnsafeMutableBufferPointer {
+                if throughDeviceClock {
+                    playout.render(into: $0, calledAt: call)
+                } else {
+                    playout.render(into: $0, now: call)
+                }
+            }
+        }
+        var after = try #require(playout.participants[1]).statistics
+        after.played -= settled.played
+        after.concealed -= settled.concealed
+        after.dropped -= settled.dropped
+        after.underruns -= settled.underruns
+        return after
+    }
+
+    /// A device thread that runs 50 ms late every 700 ms (a loaded machine; the device plays on
+    /// from its buffer) changes nothing that is heard: no frame dropped or concealed, so the
+    /// sound keeps its timing.
+    @Test func lateDeviceCallbacksDropAndConcealNothing() throws {
+        let steady = try play(stall: .milliseconds(50), throughDeviceClock: true)
+        #expect(steady.dropped == 0 && steady.concealed == 0 && steady.played >= 430, "\(steady)")
+        // The same callbacks stamped with their own times: the buffer drops and conceals frames.
+        let stamped = try play(stall: .milliseconds(50), throughDeviceClock: false)
+        #expect(stamped.dropped + stamped.concealed > 0, "\(stamped)")
+    }
+}
