@@ -106,7 +106,9 @@ let package = Package(
         ),
         .target(
             name: "ConclaveICE",
-            dependencies: ["ConclaveSDP", "CNice", "CNiceShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "ConclaveCore", "ConclaveSDP", "CNice", "CNiceShims", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // OpenSSL's one owner: DTLS and the AES-256-GCM frame cipher.
         .target(
@@ -376,7 +378,9 @@ let package = Package(
         .testTarget(name: "ConclaveFilesTests", dependencies: ["ConclaveFiles", "ConclaveTestSupport"]),
         .testTarget(
             name: "ConclaveICETests",
-            dependencies: ["ConclaveICE", "ConclaveTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "ConclaveICE", "ConclaveCore", "ConclaveTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "ConclaveOpenSSLTests",

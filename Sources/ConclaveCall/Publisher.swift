@@ -88,8 +88,14 @@ public final class Publisher: Sendable {
     private let rtp: RTPSendSession
     private let tasks = Mutex<[Task<Void, Never>]>([])
     private let senderReportsStarted = Mutex(false)
+    /// Whether Janus has said `webrtcup` for our handle: its end of the PeerConnection is up and
+    /// the room lists the feed. Janus is DTLS client to our offer, so it finishes the handshake
+    /// one flight after us; until then a subscription to the feed is refused ("No such feed").
+    private let janusUp = Mutex(false)
+    private let janusUpSignal = ChangeSignal()
 
-    /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected).
+    /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected)
+    /// and Janus has the feed up (its `webrtcup`), so that others can subscribe to it at once.
     ///
     /// With `waitingForMedia` false it returns as soon as Janus's answer is applied and ICE and
     /// DTLS have started, so that the caller can subscribe to the room while they connect (a call
@@ -199,11 +205,22 @@ public final class Publisher: Sendable {
         if waitingForMedia { try await connected(within: .seconds(10)) }
     }
 
-    /// Waits until media can flow (ICE and DTLS-SRTP connected), then starts the sender reports.
-    /// Called by ``publish(on:configuration:waitingForMedia:logger:)`` unless told not to; once
-    /// is enough, and a failure leaves the publisher to be closed by its owner.
+    /// Waits until media can flow (ICE and DTLS-SRTP connected) and Janus reports the
+    /// PeerConnection up, then starts the sender reports. Called by
+    /// ``publish(on:configuration:waitingForMedia:logger:)`` unless told not to; once is enough,
+    /// and a failure leaves the publisher to be closed by its owner.
     public func connected(within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
         try await transport.waitUntilConnected(within: limit)
+        while true {
+            let generation = janusUpSignal.generation
+            if janusUp.withLock({ $0 }) { break }
+            guard try await janusUpSignal.wait(after: generation, until: deadline) else {
+                throw MediaTransportError(
+                    "Janus did not report the publisher's PeerConnection up (webrtcup) within \(limit)"
+                )
+            }
+        }
         let first = senderReportsStarted.withLock { started in
             defer { started = true }
             return !started
@@ -296,9 +313,12 @@ public final class Publisher: Sendable {
         let transport = self.transport
         let events = handle.events
         let roomEvents = roomEventContinuation
-        track {
+        track { [weak self] in
             for await event in events {
                 switch event {
+                case .webrtcUp:
+                    self?.janusUp.withLock { $0 = true }
+                    self?.janusUpSignal.notify()
                 case .trickle(.candidate(let line, _, _)): await transport.addRemoteCandidate(line)
                 case .trickle(.completed): await transport.remoteEndOfCandidates()
                 case .plugin(let data, _):

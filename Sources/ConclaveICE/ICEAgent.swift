@@ -1,5 +1,6 @@
 internal import CNice
 internal import CNiceShims
+import ConclaveCore
 internal import ConclaveSDP
 import Logging
 import Synchronization

@@ -1,4 +1,5 @@
 internal import CNice
+import ConclaveCore
 import Logging
 import Synchronization
 

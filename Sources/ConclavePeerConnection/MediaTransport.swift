@@ -1,3 +1,4 @@
+import ConclaveCore
 import ConclaveICE
 import ConclaveOpenSSL
 import ConclaveSDP

@@ -1,3 +1,4 @@
+import ConclaveCore
 import ConclaveTestSupport
 import Foundation
 import Synchronization

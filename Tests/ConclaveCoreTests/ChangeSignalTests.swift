@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import ConclaveICE
+@testable import ConclaveCore
 
 /// `ChangeSignal`, which the waits for local candidates and transport states wake on instead of
 /// polling.
