@@ -467,6 +467,7 @@ public actor CallSession {
         subscription: RoomSubscription,
         generation: Int
     ) async throws -> PublishedFeed {
+        let started = ContinuousClock.now
         let publisher = try await Publisher.publish(
             on: session,
             configuration: Publisher.Configuration(
@@ -488,7 +489,10 @@ public actor CallSession {
             await publisher.close()
             throw error
         }
-        logger.info("sharing the screen", metadata: ["screenFeed": "\(publisher.feedID)"])
+        logger.info(
+            "sharing the screen",
+            metadata: ["screenFeed": "\(publisher.feedID)", "took": "\(ContinuousClock.now - started)"]
+        )
         return startSending([source], through: publisher, generation: generation)
     }
 
@@ -515,10 +519,14 @@ public actor CallSession {
         screenSource = nil
         guard let screen = leg?.screen else { return }
         leg?.screen = nil
+        let started = ContinuousClock.now
         await Self.close(screen, politely: true)
         previousSent += screen.senders.reduce(0) { $0 + $1.sent.frames }
         previousEncryptionFailures += screen.senders.reduce(0) { $0 + $1.sent.encryptionFailures }
-        logger.info("screen sharing stopped", metadata: ["screenFeed": "\(screen.publisher.feedID)"])
+        logger.info(
+            "screen sharing stopped",
+            metadata: ["screenFeed": "\(screen.publisher.feedID)", "took": "\(ContinuousClock.now - started)"]
+        )
     }
 
     /// Publishes `source` as `leg`'s screen. A recovery (which publishes the screen itself) or a

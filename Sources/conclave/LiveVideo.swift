@@ -86,6 +86,7 @@ enum LiveVideo {
         frameRate: Int,
         logger: Logger
     ) async throws -> ScreenSource {
+        let started = ContinuousClock.now
         let source = try await ScreenSource.open(
             screen,
             size: size,
@@ -95,7 +96,10 @@ enum LiveVideo {
         )
         logger.info(
             "screen open",
-            metadata: ["display": "\(source.display)", "size": "\(source.width)x\(source.height)"]
+            metadata: [
+                "display": "\(source.display)", "size": "\(source.width)x\(source.height)",
+                "took": "\(ContinuousClock.now - started)",
+            ]
         )
         return source
     }

@@ -97,7 +97,9 @@ import Testing
         let bed = try TestJanus.shared()
         let call = try CallFixture(bed: bed, names: ["alice", "bob"])
         let recording = call.directory.appendingPathComponent("bob-recording").path
-        let alice = try await server.withDisplay { try call.join("alice", ["--window", "--duration", "60"]) }
+        let alice = try await server.withDisplay {
+            try call.join("alice", ["--window", "--duration", "60", "--log-level", "info"])
+        }
         let bob = try call.join("bob", ["--no-window", "--video", "none", "--record", recording, "--duration", "60"])
         let title = "Conclave call \(call.callID)"
         func frames() -> Int { bob.participant("alice")?["videoFrames"] as? Int ?? 0 }
@@ -135,7 +137,7 @@ import Testing
             output().contains("window: screen sharing stopped")
                 && bob.participant("alice-screen")?["present"] as? Bool == false
         }
-        #expect(stopped != nil, "\(output()) \(bob.lastStatus ?? [:])")
+        #expect(stopped != nil, "\(output()) \(alice.errorOutput) \(bob.lastStatus ?? [:])")
         #expect(await framesGrow(by: 30), "Alice's video stopped after the screen sharing")
 
         bob.signal(SIGTERM)

@@ -140,7 +140,8 @@ public final class TestXServer: @unchecked Sendable {
         x.XStringToKeysym.argtypes = [ctypes.c_char_p]
         x.XKeysymToKeycode.restype = ctypes.c_ubyte
         x.XKeysymToKeycode.argtypes = [ctypes.c_void_p, ctypes.c_ulong]
-        x.XFlush.argtypes = [ctypes.c_void_p]
+        x.XSync.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        x.XCloseDisplay.argtypes = [ctypes.c_void_p]
         class KeyEvent(ctypes.Structure):
             _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
                 ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("root", ctypes.c_ulong),
@@ -164,7 +165,10 @@ public final class TestXServer: @unchecked Sendable {
                         same_screen=1, time=0)
                     x.XSendEvent(d, children[i], 1, 3, ctypes.byref(event))
                 sent += 1
-        x.XFlush(d)
+        # A round trip: the server has delivered the events before this process exits. With only
+        # a flush, a loaded server could still hold them when the connection closed, and drop them.
+        x.XSync(d, 0)
+        x.XCloseDisplay(d)
         if not sent: sys.exit("no window titled " + sys.argv[2])
         """
 
@@ -181,7 +185,8 @@ public final class TestXServer: @unchecked Sendable {
             ctypes.POINTER(ctypes.c_uint)]
         x.XFetchName.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.POINTER(ctypes.c_char_p)]
         x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
-        x.XFlush.argtypes = [ctypes.c_void_p]
+        x.XSync.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        x.XCloseDisplay.argtypes = [ctypes.c_void_p]
         class ClientMessage(ctypes.Structure):
             _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
                 ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
@@ -202,7 +207,10 @@ public final class TestXServer: @unchecked Sendable {
                 event.l[0] = delete
                 x.XSendEvent(d, children[i], 0, 0, ctypes.byref(event))
                 sent += 1
-        x.XFlush(d)
+        # A round trip: the server has delivered the events before this process exits. With only
+        # a flush, a loaded server could still hold them when the connection closed, and drop them.
+        x.XSync(d, 0)
+        x.XCloseDisplay(d)
         if not sent: sys.exit("no window titled " + sys.argv[2])
         """
 }
