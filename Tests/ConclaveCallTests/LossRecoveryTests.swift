@@ -197,7 +197,9 @@ final class RecordingSource: EncodedFrameSource {
     }
 
     @Test func iceRestartAfterAnOutageResumesMediaOnNewCredentials() async throws {
-        let call = try await makeCall(frames: 180)
+        // 8 s of video: 4.5 s of it after the link returns, so that the 60 frames asked for below
+        // still come when the two restarts and the keyframe take 2 s on a loaded machine.
+        let call = try await makeCall(frames: 240)
         let sender = call.sender
         async let sending: Void = sender.run(pacer: MediaPacer(mode: .realTime))
         try await Task.sleep(for: .seconds(1.5))
