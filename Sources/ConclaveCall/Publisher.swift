@@ -88,11 +88,8 @@ public final class Publisher: Sendable {
     private let rtp: RTPSendSession
     private let tasks = Mutex<[Task<Void, Never>]>([])
     private let senderReportsStarted = Mutex(false)
-    /// Whether Janus has said `webrtcup` for our handle: its end of the PeerConnection is up and
-    /// the room lists the feed. Janus is DTLS client to our offer, so it finishes the handshake
-    /// one flight after us; until then a subscription to the feed is refused ("No such feed").
-    private let janusUp = Mutex(false)
-    private let janusUpSignal = ChangeSignal()
+    /// Janus's end of the PeerConnection: the room lists the feed once it is up.
+    private let webrtcUp = WebRTCUp()
 
     /// Joins the room as publisher and publishes; returns once media can flow (DTLS-SRTP connected)
     /// and Janus has the feed up (its `webrtcup`), so that others can subscribe to it at once.
@@ -212,15 +209,7 @@ public final class Publisher: Sendable {
     public func connected(within limit: Duration) async throws {
         let deadline = ContinuousClock.now + limit
         try await transport.waitUntilConnected(within: limit)
-        while true {
-            let generation = janusUpSignal.generation
-            if janusUp.withLock({ $0 }) { break }
-            guard try await janusUpSignal.wait(after: generation, until: deadline) else {
-                throw MediaTransportError(
-                    "Janus did not report the publisher's PeerConnection up (webrtcup) within \(limit)"
-                )
-            }
-        }
+        try await webrtcUp.wait(until: deadline, limit: limit, role: "publisher")
         let first = senderReportsStarted.withLock { started in
             defer { started = true }
             return !started
@@ -317,8 +306,7 @@ public final class Publisher: Sendable {
             for await event in events {
                 switch event {
                 case .webrtcUp:
-                    self?.janusUp.withLock { $0 = true }
-                    self?.janusUpSignal.notify()
+                    self?.webrtcUp.reported()
                 case .trickle(.candidate(let line, _, _)): await transport.addRemoteCandidate(line)
                 case .trickle(.completed): await transport.remoteEndOfCandidates()
                 case .plugin(let data, _):

@@ -81,6 +81,8 @@ public final class Subscriber: Sendable {
     private let state = Mutex(NegotiationState())
     private let negotiation = NegotiationLock()
     private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// Janus's end of the PeerConnection: it relays nothing to us before it is up.
+    private let webrtcUp = WebRTCUp()
 
     /// What the negotiations so far left behind (the receive side lives in `rtp`).
     private struct NegotiationState {
@@ -91,7 +93,8 @@ public final class Subscriber: Sendable {
         var substreams: [String: VideoRoom.Substream] = [:]
     }
 
-    /// Subscribes to `feeds` in `room`; returns once media can flow.
+    /// Subscribes to `feeds` in `room`; returns once media can flow (our DTLS done, and Janus's
+    /// `webrtcup`: from then on it relays the feeds' packets).
     ///
     /// With `frameHandler`, complete frames are passed to it synchronously on the receive thread
     /// (where packets are handled; it must not block) and ``frames`` stays empty. That saves a
@@ -116,7 +119,7 @@ public final class Subscriber: Sendable {
                 privateID: privateID
             )
             try await subscriber.answer(offer, layout: streams)
-            try await transport.waitUntilConnected(within: .seconds(10))
+            try await subscriber.connected(within: .seconds(10))
             return subscriber
         } catch {
             await subscriber.close()
@@ -178,9 +181,23 @@ public final class Subscriber: Sendable {
     /// The streams currently subscribed, as Janus last described them.
     public var streams: [VideoRoom.SubscribedStream] { state.withLock { $0.layout } }
 
+    /// Waits until media can flow: our ICE and DTLS connected, and Janus's end up (its
+    /// `webrtcup`), after which it relays every packet of the subscribed feeds. Called by
+    /// ``subscribe(on:room:feeds:substreams:privateID:transport:frameHandler:logger:)``.
+    public func connected(within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        try await transport.waitUntilConnected(within: limit)
+        try await webrtcUp.wait(until: deadline, limit: limit, role: "subscriber")
+    }
+
     /// Receive statistics per mid (read on the receive thread, which owns them).
     public var statistics: [String: ReceiveStatistics] {
         get async { await rtp.statistics }
+    }
+
+    /// RTP packets that no subscribed stream took (see ``RTPReceiveSession/unroutedPackets``).
+    public var unroutedPackets: Int {
+        get async { await rtp.unroutedPackets }
     }
 
     /// Asks the publisher of `feedID` for a video keyframe: an RTCP PLI (or FIR, when that is how
@@ -328,6 +345,8 @@ public final class Subscriber: Sendable {
         track { [weak self] in
             for await event in events {
                 switch event {
+                case .webrtcUp:
+                    self?.webrtcUp.reported()
                 case .trickle(.candidate(let line, _, _)):
                     await transport.addRemoteCandidate(line)
                 case .trickle(.completed):

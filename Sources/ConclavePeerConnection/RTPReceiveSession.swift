@@ -155,6 +155,12 @@ public final class RTPReceiveSession: Sendable {
         get async { await state.run { $0.streams.mapValues { $0.buffer.statistics } } }
     }
 
+    /// RTP packets dropped because no negotiated stream takes them (an SSRC not announced and no
+    /// mid extension, or a payload type the stream does not use), read on the ICE loop thread.
+    public var unroutedPackets: Int {
+        get async { await state.run { $0.unknownPackets } }
+    }
+
     /// Asks the sender of every video stream of `source` for a keyframe: an RTCP PLI (or FIR,
     /// when that is how the stream's jitter buffer asks), sent at once from the ICE loop thread;
     /// returns whether one went out. Throttled per stream at the jitter buffer's
