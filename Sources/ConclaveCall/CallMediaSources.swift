@@ -51,6 +51,8 @@ public final class RebasingFrameSource: EncodedFrameSource, @unchecked Sendable 
 
     public var simulcastLayersSent: Int { inner.simulcastLayersSent }
 
+    public var pacedByDevice: Bool { inner.pacedByDevice }
+
     /// Makes the next frame's media time zero.
     public func rebase() { offset = nil }
 

@@ -408,7 +408,7 @@ public actor CallSession {
             senderTasks.append(
                 Task {
                     do {
-                        try await sender.run(pacer: MediaPacer(mode: .realTime))
+                        try await sender.run(pacer: MediaPacer(sending: source))
                     } catch is CancellationError {
                     } catch {
                         logger.error(

@@ -31,10 +31,15 @@ public protocol EncodedFrameSource: AnyObject {
     var simulcastLayers: Int { get }
     /// How many of those are sent now (the rest paused for want of bitrate); all by default.
     var simulcastLayersSent: Int { get }
+    /// Whether a device paces the frames (see ``AudioFrameSource/pacedByDevice``): they are sent
+    /// as ``waitUntilReady()`` returns them, not on the wall clock. False by default.
+    var pacedByDevice: Bool { get }
 }
 
 extension EncodedFrameSource {
     public func waitUntilReady() async throws {}
+
+    public var pacedByDevice: Bool { false }
 
     public var simulcastLayers: Int { 1 }
 
@@ -177,6 +182,8 @@ public final class EncodingAudioSource: EncodedFrameSource {
     public func requestKeyframe() {}
 
     public func setBitrate(_ bitsPerSecond: Int) throws { try encoder.setBitrate(bitsPerSecond) }
+
+    public var pacedByDevice: Bool { raw.pacedByDevice }
 
     public func waitUntilReady() async throws {
         while ready == nil && !ended {

@@ -33,10 +33,16 @@ public protocol AudioFrameSource: AnyObject {
     /// Suspends until `nextFrame()` can answer without blocking (see
     /// ``VideoFrameSource/waitUntilReady()``); a microphone waits here for its next block.
     func waitUntilReady() async throws
+    /// Whether the source's device paces it: ``waitUntilReady()`` returns as each block is
+    /// captured (a microphone), so a sender sends each one as soon as it has it rather than on
+    /// the wall clock. False by default: tones and files are paced by their sender.
+    var pacedByDevice: Bool { get }
 }
 
 extension AudioFrameSource {
     public func waitUntilReady() async throws {}
+
+    public var pacedByDevice: Bool { false }
 }
 
 /// The timing of a stream of equally spaced frames: when frame `n` is due and what RTP timestamp
@@ -109,7 +115,8 @@ public struct MediaPacer: Sendable {
     public enum Mode: Sendable, Hashable {
         /// Release each frame at its real-time instant.
         case realTime
-        /// Release frames as fast as they are asked for.
+        /// Release frames as fast as they are asked for: a source whose device paces it (see
+        /// ``AudioFrameSource/pacedByDevice``), and tests that push media through unpaced.
         case unpaced
     }
 
@@ -119,6 +126,12 @@ public struct MediaPacer: Sendable {
 
     /// Creates a pacer; the clock starts at the first `wait`.
     public init(mode: Mode) { self.mode = mode }
+
+    /// The pacer for sending `source` live: none for a source its device paces (a microphone),
+    /// real time for generators and files.
+    public init(sending source: any EncodedFrameSource) {
+        self.init(mode: source.pacedByDevice ? .unpaced : .realTime)
+    }
 
     /// Suspends until `mediaTime` after the first call's instant (no-op when unpaced).
     public mutating func wait(until mediaTime: Duration) async throws {

@@ -29,12 +29,13 @@ public struct PulseMicrophoneStatistics: Sendable, Hashable {
 /// with ``nextFrame()``, which never blocks: with nothing queued it hands out silence and counts
 /// an underrun.
 ///
-/// The sender's first wait, and its first wait after the queue overflowed (it was away for the
-/// whole queue: a call that publishes again after losing its session), drops everything queued
-/// and waits for the next block. The sender paces itself in real time from the first block it
-/// sends, so the age of that block at that moment stays on every later block: a block captured
-/// 20 to 40 ms earlier (what ``freshBlocks`` keeps) would add 20 to 40 ms to the mouth-to-ear
-/// delay for the whole call, while a block just completed adds nothing.
+/// The device paces the sender (``pacedByDevice``): each block is encoded and sent as soon as it
+/// is complete, not on the wall clock from the first one. A wall-clock pacer woke the sender a
+/// second time for each block that came early, held it back until its slot, and left the
+/// device's drift against the system clock to the stale-block drops below. The sender's first
+/// wait, and its first wait after the queue overflowed (it was away for the whole queue: a call
+/// that publishes again after losing its session), drops everything queued and waits for the
+/// next block, so a call starts with a block just completed.
 ///
 /// Muted, every block is zeros: the encoder still runs and packets keep flowing (silence, or
 /// DTX), as a muted participant in a call does. The stream is recreated after a server restart,
@@ -49,15 +50,16 @@ public final class PulseMicrophone: PulseStream, AudioFrameSource, @unchecked Se
     public static let queueCapacity = 10
     /// Blocks that may wait when the sender takes one (40 ms); older ones are dropped then.
     ///
-    /// The sender is paced in real time from its first block, so a backlog (blocks captured
-    /// before it started, or a device clock running fast) would never be caught up: it would
-    /// stay as a standing delay on every word, up to the whole queue (200 ms, measured by
-    /// `bench/devices`). Dropping what is stale when taking a block keeps the microphone's part of
-    /// the delay under this bound.
+    /// A sender that fell behind (a stall of its thread) sends what is queued one block per
+    /// wait, so a backlog would stay as a standing delay on every word, up to the whole queue
+    /// (200 ms, measured by `bench/devices`). Dropping what is stale when taking a block keeps
+    /// the microphone's part of the delay under this bound.
     public static let freshBlocks = 2
 
     public let timeline: FrameTimeline
     public var channels: Int { 1 }
+    /// The device paces the blocks: a sender takes each one as ``waitUntilReady()`` returns it.
+    public var pacedByDevice: Bool { true }
     private let muted = Atomic<Bool>(false)
     private let queue = Mutex(MicrophoneBlockQueue())
     private var pending = [Int16](repeating: 0, count: PulseMicrophone.samplesPerBlock)

@@ -400,7 +400,8 @@ struct CallRunner {
                         cryptoFormat: crypto.format?.rawValue ?? "none",
                         keyEpochs: key == nil ? [] : [signaling?.epoch ?? 0]
                     ),
-                    logger: logger
+                    logger: logger,
+                    datagramDelay: ReceiveBatching.interactive.maximumDelay
                 )
             } catch {
                 throw CallCommandError("cannot record into \(directory): \(error)")
@@ -507,6 +508,10 @@ struct CallRunner {
         }
         let connectionOptions = janus.connectionOptions(settings: settings)
 
+        // Datagrams are read at most 5 ms apart rather than one wakeup each: half the receive
+        // thread's wakeups, a delay the 20 ms audio frames do not notice.
+        var transport = try options.transport(settings)
+        transport.receiveBatching = .interactive
         var callConfiguration = CallSession.Configuration(
             janusURL: janusURL,
             connectionOptions: connectionOptions,
@@ -514,7 +519,7 @@ struct CallRunner {
             callID: callID,
             display: display,
             crypto: frameCrypto,
-            transport: try options.transport(settings),
+            transport: transport,
             allowEarlierInstance: allowEarlierInstance,
             roomOptions: .init(room: room, videoCodecs: ["h264", "vp8"]),
             layers: try options.layers.selection(standard: .auto)

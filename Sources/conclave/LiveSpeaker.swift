@@ -202,6 +202,7 @@ final class EchoCancelledMicrophone: AudioFrameSource {
 
     var timeline: FrameTimeline { microphone.timeline }
     var channels: Int { microphone.channels }
+    var pacedByDevice: Bool { microphone.pacedByDevice }
 
     func waitUntilReady() async throws { try await microphone.waitUntilReady() }
 

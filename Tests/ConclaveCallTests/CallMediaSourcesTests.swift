@@ -1,6 +1,7 @@
 import ConclaveCall
 import ConclaveCore
 import ConclaveMedia
+import ConclaveOpus
 import Testing
 
 @Suite struct CallMediaSourcesTests {
@@ -17,6 +18,19 @@ import Testing
         #expect(next.rtpTimestamp == first[4].rtpTimestamp &+ 960, "RTP timestamps continue: one stream for receivers")
     }
 
+    /// The call's wrapper keeps a microphone's pacing by its device (the call sends it unpaced),
+    /// and a generated tone's pacing on the wall clock.
+    @Test func rebasingKeepsWhoPacesTheSource() throws {
+        let microphone = RebasingFrameSource(
+            EncodingAudioSource(raw: DevicePacedSilence(), encoder: try OpusAudioEncoder())
+        )
+        #expect(microphone.pacedByDevice)
+        #expect(MediaPacer(sending: microphone).mode == .unpaced)
+        let tone = try #require(try CallMediaSources.audio(.generated))
+        #expect(!tone.pacedByDevice)
+        #expect(MediaPacer(sending: tone).mode == .realTime)
+    }
+
     @Test func choicesParseAsTheCommandLineWritesThem() {
         #expect(CallMediaChoice("pattern", generatedName: "pattern") == .generated)
         #expect(CallMediaChoice("none", generatedName: "tone") == CallMediaChoice.none)
@@ -31,5 +45,15 @@ import Testing
             mediaTime = timed.mediaTime
             rtpTimestamp = timed.frame.rtpTimestamp
         }
+    }
+}
+
+/// Silence from a "device" that paces itself, as a microphone does.
+private final class DevicePacedSilence: AudioFrameSource {
+    let timeline = FrameTimeline.audio()
+    var channels: Int { 1 }
+    var pacedByDevice: Bool { true }
+    func nextFrame() throws -> AudioFrame? {
+        try AudioFrame(channels: 1, samples: [Int16](repeating: 0, count: 960), rtpTimestamp: 0)
     }
 }

@@ -40,6 +40,18 @@ import Testing
         #expect(packets > 0)
         #expect(live.emptyReads == 0)
     }
+
+    /// A microphone's blocks go out as its device delivers them: through the encoder, the sender
+    /// gets no wall-clock pacer for it (which held early blocks back and woke a second time for
+    /// each), while a tone keeps its real-time pacer.
+    @Test func aDevicePacedSourceIsSentWithoutAWallClockPacer() throws {
+        let live = EncodingAudioSource(raw: FakeLiveSource(), encoder: try OpusAudioEncoder())
+        #expect(live.pacedByDevice)
+        #expect(MediaPacer(sending: live).mode == .unpaced)
+        let tone = EncodingAudioSource(raw: try ToneSource(), encoder: try OpusAudioEncoder())
+        #expect(!tone.pacedByDevice)
+        #expect(MediaPacer(sending: tone).mode == .realTime)
+    }
 }
 
 /// Blocks pushed by the test; `waitUntilReady()` suspends while none is queued and reports each
@@ -55,6 +67,7 @@ private final class FakeLiveSource: AudioFrameSource, @unchecked Sendable {
 
     let timeline = FrameTimeline.audio()
     var channels: Int { 1 }
+    var pacedByDevice: Bool { true }
     let emptyWaits: AsyncStream<Void>
     private let emptyWaitContinuation: AsyncStream<Void>.Continuation
     private let state = Mutex(State())
