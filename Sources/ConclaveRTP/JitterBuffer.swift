@@ -92,13 +92,22 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
         return config
     }
 
-    /// Audio: no NACK, a missing packet holds later ones back for at most 60 ms.
+    /// Audio: no NACK, a missing packet holds later ones back for at most 10 ms.
+    ///
+    /// Without retransmission only reordering can still bring a missing audio packet, and paths
+    /// swap packets by a few milliseconds. Every packet held is late by that much for the
+    /// playout, whose delay follows the latest arrivals: at 5% loss a 60 ms hold raised the
+    /// speaker's target delay from 24 to about 75 ms and, with the successors arriving in a
+    /// burst, made it conceal and then drop frames inside words (`bench/devices/loss`).
+    public static let audioReorderWait: Duration = .milliseconds(10)
+
+    /// Audio: no NACK, a missing packet holds later ones back for at most ``audioReorderWait``.
     public static func audio(_ codec: MediaCodec = .opus) -> JitterBufferConfiguration {
         JitterBufferConfiguration(
             codec: codec,
             capacity: 256,
             nackEnabled: false,
-            maxWaitForMissing: .milliseconds(60),
+            maxWaitForMissing: audioReorderWait,
             keyframeRequestMethod: .none
         )
     }

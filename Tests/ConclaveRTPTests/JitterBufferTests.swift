@@ -387,12 +387,12 @@ struct JitterBufferTests {
         for seq in 0..<10 where seq != 3 {
             let bytes = RTPHeader(payloadType: 111, sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 960), ssrc: 9)
                 .serialize(payload: [0xFC, UInt8(seq)])
-            let output = buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(seq * 5)))
+            let output = buffer.receive(try RTPPacket(parsing: bytes), arrival: .milliseconds(Int64(seq)))
             #expect(output.nack.isEmpty)
             delivered += output.frames.map(\.frame.rtpTimestamp)
             lostBefore += output.frames.map(\.framesLostBefore)
         }
-        #expect(delivered == [0, 960, 1920])  // 4...9 wait for 3 for up to 60 ms
+        #expect(delivered == [0, 960, 1920])  // 4...9 wait for 3 for up to 10 ms
         let late = buffer.tick(now: .milliseconds(200)).frames
         delivered += late.map(\.frame.rtpTimestamp)
         lostBefore += late.map(\.framesLostBefore)
@@ -406,6 +406,38 @@ struct JitterBufferTests {
         #expect(block.fractionLost == UInt8(256 / 10))
         #expect(block.extendedHighestSequence == 9)
         #expect(block.ssrc == 9)
+    }
+
+    /// Audio at its real pace, 20 ms a packet: a lost packet holds its successor back no longer
+    /// than the reorder wait (the playout's delay would grow by the hold after every loss), and a
+    /// packet swapped with its successor by a few milliseconds is still put back in order.
+    @Test func audioHoldsALostPacketsSuccessorOnlyForTheReorderWait() throws {
+        var buffer = JitterBuffer(configuration: .audio())
+        func packet(_ seq: Int) throws -> RTPPacket {
+            try RTPPacket(
+                parsing: RTPHeader(payloadType: 111, sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 960), ssrc: 9)
+                    .serialize(payload: [0xFC, UInt8(seq)])
+            )
+        }
+        var delivered: [(sequence: UInt32, at: Int64)] = []
+        func take(_ output: JitterBufferOutput, at milliseconds: Int64) {
+            delivered += output.frames.map { (sequence: $0.frame.rtpTimestamp / 960, at: milliseconds) }
+        }
+        // 0, 1, 2; 3 lost; 4 and 5; 7 arrives 4 ms before 6.
+        let arrivals: [(Int, Int64)] = [(0, 0), (1, 20), (2, 40), (4, 80), (5, 100), (7, 136), (6, 140), (8, 160)]
+        for (seq, at) in arrivals {
+            // The receive session ticks the buffer at its deadline before the next packet.
+            while let deadline = buffer.nextDeadline, deadline <= .milliseconds(at) {
+                take(buffer.tick(now: deadline), at: deadline.microseconds / 1_000)
+            }
+            take(buffer.receive(try packet(seq), arrival: .milliseconds(at)), at: at)
+        }
+        #expect(delivered.map(\.sequence) == [0, 1, 2, 4, 5, 6, 7, 8])
+        let four = try #require(delivered.first { $0.sequence == 4 })
+        #expect(Duration.milliseconds(four.at - 80) <= .milliseconds(10))
+        #expect(delivered.first { $0.sequence == 6 }?.at == 140, "the swapped packet is delivered on arrival")
+        #expect(buffer.statistics.lost == 1)
+        #expect(buffer.statistics.late == 0)
     }
 
     @Test func silenceIsNotLoss() throws {
