@@ -17,7 +17,8 @@ import Synchronization
 /// Trickle ICE is on in both directions: local candidates are delivered as gathered, remote
 /// ones may be added at any time, and `addRemoteEndOfCandidates()` lets checks conclude. Consent
 /// freshness (RFC 7675) is on: libnice re-checks the selected pair and reports `failed` when the
-/// peer stops answering.
+/// peer stops answering, except that a consent lost while media from the peer still arrives is
+/// renewed on the same pair, once in 30 s (`ConsentRenewal` says why).
 ///
 /// Call `close()` when done: it releases TURN allocations, frees the agent and joins the thread.
 public actor ICEAgent {
@@ -288,6 +289,13 @@ public actor ICEAgent {
     /// is waiting for checks again then, instead of polling. `localCandidates` cannot serve for
     /// that: an `AsyncStream` has one reader, the trickle to the peer.
     package nonisolated var localCandidateChanges: ChangeSignal { handle.callbacks.candidateChanges }
+
+    /// How many times a consent lost while media from the peer still arrived was renewed on the
+    /// pair in use instead of failing (see `ConsentRenewal`).
+    public nonisolated var consentRenewals: Int { handle.callbacks.consentRenewals.load(ordering: .relaxed) }
+
+    /// Fires on every state change and every consent renewal.
+    package nonisolated var connectivityChanges: ChangeSignal { handle.callbacks.connectivityChanges }
 
     /// The peer's `a=ice-ufrag` and `a=ice-pwd`.
     public func setRemoteCredentials(_ credentials: ICECredentials) throws(ICEError) {

@@ -22,6 +22,20 @@ final class NiceCallbacks: Sendable {
     /// Fires on each local candidate, at the end of gathering and on closing: what a wait for
     /// the candidates gathered so far wakes on (`localCandidates` has one reader, the trickle).
     let candidateChanges = ChangeSignal()
+    /// The origin of `lastInbound` and of the consent renewal's clock.
+    let origin = ContinuousClock.now
+    /// Nanoseconds from `origin` to the last datagram received, `Int64.min` before the first
+    /// (written on the loop thread for every datagram: one relaxed store).
+    let lastInbound = Atomic<Int64>(.min)
+    /// Whether a lost consent is renewed on the pair in use (loop thread).
+    let consent = Mutex(ConsentRenewal())
+    /// True while libnice reselects the pair for a renewal: the state changes it signals on the
+    /// way (connecting, connected, ready) are not the call's (loop thread).
+    let renewingConsent = Atomic<Bool>(false)
+    /// Consents renewed so far.
+    let consentRenewals = Atomic<Int>(0)
+    /// Fires on every state change and every consent renewal.
+    let connectivityChanges = ChangeSignal()
 
     init(
         logger: Logger,
@@ -47,7 +61,28 @@ final class NiceCallbacks: Sendable {
         if changed {
             logger.debug("ICE state changed", metadata: ["state": "\(newState)"])
             states.yield(newState)
+            connectivityChanges.notify()
         }
+    }
+
+    /// Notes a datagram from the peer (loop thread).
+    func noteInbound() {
+        lastInbound.store(Self.nanoseconds(ContinuousClock.now - origin), ordering: .relaxed)
+    }
+
+    /// The time since `origin`.
+    func elapsed() -> Duration { ContinuousClock.now - origin }
+
+    /// When the last datagram arrived, as a time since `origin`; nil before the first.
+    func lastInboundElapsed() -> Duration? {
+        let nanoseconds = lastInbound.load(ordering: .relaxed)
+        return nanoseconds == .min ? nil : .nanoseconds(nanoseconds)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole &+ attoseconds / 1_000_000_000
     }
 
     func finish() {
@@ -94,12 +129,18 @@ let onGatheringDone: @convention(c) (OpaquePointer?, guint, gpointer?) -> Void =
 /// "component-state-changed": `void (NiceAgent *, guint stream_id, guint component_id,
 /// guint state, gpointer user_data)`.
 let onComponentStateChanged: @convention(c) (OpaquePointer?, guint, guint, guint, gpointer?) -> Void = {
-    _,
-    _,
-    _,
+    agent,
+    stream,
+    component,
     state,
     data in
     guard let callbacks = NiceCallbacks.from(data) else { return }
+    if callbacks.renewingConsent.load(ordering: .relaxed) { return }
+    if NiceComponentState(rawValue: state) == NICE_COMPONENT_STATE_FAILED, let agent,
+        renewConsent(agent: agent, stream: stream, component: component, callbacks: callbacks)
+    {
+        return
+    }
     let mapped: ICEConnectionState =
         switch NiceComponentState(rawValue: state) {
         case NICE_COMPONENT_STATE_GATHERING: .gathering
@@ -110,6 +151,72 @@ let onComponentStateChanged: @convention(c) (OpaquePointer?, guint, guint, guint
         default: .disconnected
         }
     callbacks.update(mapped)
+}
+
+/// A consent lost on an established pair while media from the peer still arrives: reselects the
+/// same pair, which grants consent afresh, and returns true when the pair in use is unchanged,
+/// so the failure is not the call's (see `ConsentRenewal`). Called from the state signal, which
+/// libnice emits with its lock released, so its API may be called here.
+func renewConsent(agent: OpaquePointer, stream: guint, component: guint, callbacks: NiceCallbacks) -> Bool {
+    let established = callbacks.state.withLock { $0 == .ready || $0 == .connected }
+    guard established else { return false }
+    var local: UnsafeMutablePointer<NiceCandidate>?
+    var remote: UnsafeMutablePointer<NiceCandidate>?
+    guard nice_agent_get_selected_pair(agent, stream, component, &local, &remote) != 0, let local, let remote else {
+        return false
+    }
+    let decision = callbacks.consent.withLock { consent in
+        consent.decide(
+            at: callbacks.elapsed(),
+            lastInbound: callbacks.lastInboundElapsed(),
+            relayed: local.pointee.type == NICE_CANDIDATE_TYPE_RELAYED
+        )
+    }
+    guard decision == .renew else {
+        if case .fail(let refusal) = decision {
+            callbacks.logger.debug("ICE consent lost, not renewed", metadata: ["why": "\(refusal)"])
+        }
+        return false
+    }
+    var localAddress = local.pointee.addr
+    var remoteAddress = remote.pointee.addr
+    let lfoundation = foundation(of: local)
+    let rfoundation = foundation(of: remote)
+    callbacks.renewingConsent.store(true, ordering: .relaxed)
+    let selected = nice_agent_set_selected_pair(agent, stream, component, lfoundation, rfoundation) != 0
+    callbacks.renewingConsent.store(false, ordering: .relaxed)
+    // The pair is found again by its foundations: make sure it is the one that was in use.
+    var newLocal: UnsafeMutablePointer<NiceCandidate>?
+    var newRemote: UnsafeMutablePointer<NiceCandidate>?
+    var same = false
+    if selected, nice_agent_get_selected_pair(agent, stream, component, &newLocal, &newRemote) != 0,
+        let newLocal, let newRemote
+    {
+        same =
+            nice_address_equal(&localAddress, &newLocal.pointee.addr) != 0
+            && nice_address_equal(&remoteAddress, &newRemote.pointee.addr) != 0
+    }
+    if same {
+        callbacks.consentRenewals.add(1, ordering: .relaxed)
+        callbacks.connectivityChanges.notify()
+        callbacks.logger.notice(
+            "ICE consent check unanswered while media still arrives; consent renewed on the same pair"
+        )
+    } else {
+        callbacks.logger.warning(
+            "ICE consent could not be renewed on the same pair",
+            metadata: ["selected": "\(selected)"]
+        )
+    }
+    return same
+}
+
+/// A candidate's foundation, a NUL-terminated array inside libnice's struct (valid while the
+/// candidate is: for the duration of the call that uses it).
+private func foundation(of candidate: UnsafeMutablePointer<NiceCandidate>) -> String {
+    withUnsafeBytes(of: &candidate.pointee.foundation) { bytes in
+        String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+    }
 }
 
 /// "new-selected-pair-full": `void (NiceAgent *, guint stream_id, guint component_id,
@@ -141,6 +248,7 @@ let onSelectedPair:
 let onReceive: NiceAgentRecvFunc = { _, _, _, length, buffer, data in
     guard let buffer, let callbacks = NiceCallbacks.from(data) else { return }
     let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+    callbacks.noteInbound()
     callbacks.receiveBatching?.countDatagram()
     if let handler = callbacks.datagramHandler {
         handler(bytes)

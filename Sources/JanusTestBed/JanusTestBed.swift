@@ -168,7 +168,19 @@ public final class JanusTestBed: @unchecked Sendable {
 
     /// Drops `percent` % of the packets in `direction`, at random (nftables inside the namespace).
     public func dropPackets(percent: Int, direction: Direction = .both) throws {
-        let rule = "numgen random mod 100 < \(percent) drop;"
+        try impair(rule: "numgen random mod 100 < \(percent) drop;", direction: direction)
+    }
+
+    /// Drops every STUN binding request in `direction` (ICE connectivity and consent checks: a
+    /// UDP payload that starts with type 0x0001 and STUN's magic cookie) and nothing else, so
+    /// that media and DTLS still pass.
+    public func dropSTUNBindingRequests(direction: Direction = .toJanus) throws {
+        try impair(rule: "meta l4proto udp @th,64,16 0x0001 @th,96,32 0x2112a442 drop;", direction: direction)
+    }
+
+    /// Installs one nftables rule for the packets in `direction`, replacing any impairment.
+    private func impair(rule: String, direction: Direction) throws {
+        try clearImpairment()
         let input = direction == .fromJanus ? "" : rule
         let output = direction == .toJanus ? "" : rule
         let rules = """
@@ -182,7 +194,8 @@ public final class JanusTestBed: @unchecked Sendable {
         try runInNamespace(["nft", "-f", file.path])
     }
 
-    /// Removes the impairment installed by ``dropPackets(percent:)``.
+    /// Removes the impairment installed by ``dropPackets(percent:direction:)`` or
+    /// ``dropSTUNBindingRequests(direction:)``.
     public func clearImpairment() throws {
         _ = try? runInNamespace(["nft", "delete", "table", "inet", "conclave_impair"])
     }

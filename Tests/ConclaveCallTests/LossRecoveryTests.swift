@@ -196,6 +196,54 @@ final class RecordingSource: EncodedFrameSource {
         await call.close()
     }
 
+    /// libnice checks consent (RFC 7675) with one binding request every 4 to 6 s, never
+    /// retransmitted, and declares it lost 10 s after the last answer; at 5% loss one lost request
+    /// failed ICE about half the time, and the call restarted ICE with half a second of silence.
+    /// Here every binding request toward Janus is dropped (media and DTLS pass) until both
+    /// PeerConnections have lost consent once: each renews it on the same pair, since media from
+    /// Janus still arrives, and none fails. Once the requests pass again consent is answered,
+    /// and the video arrives whole.
+    @Test func consentLostWhileMediaFlowsIsRenewedWithoutAnInterruption() async throws {
+        let call = try await makeCall(frames: 540)
+        let sender = call.sender
+        async let sending: Void = sender.run(pacer: MediaPacer(mode: .realTime))
+        try await call.observer.wait { ($0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0) >= 30 }
+        let subscriber = try #require(call.subscription.subscriber)
+        let agents = [call.publisher.transport.ice, subscriber.transport.ice]
+
+        try call.bed.dropSTUNBindingRequests(direction: .toJanus)
+        let blocked = ContinuousClock.now
+        // Consent is lost 10 s after the last answer, which came at most 6 s before the block.
+        let deadline = blocked + .seconds(20)
+        func settled() -> Bool {
+            agents.allSatisfy { $0.consentRenewals > 0 || $0.state == .failed }
+        }
+        while !settled(), ContinuousClock.now < deadline {
+            let generations = agents.map(\.connectivityChanges.generation)
+            if settled() { break }
+            await withTaskGroup(of: Void.self) { group in
+                for (agent, generation) in zip(agents, generations) {
+                    group.addTask { _ = try? await agent.connectivityChanges.wait(after: generation, until: deadline) }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        try call.bed.clearImpairment()
+        let renewals = agents.map(\.consentRenewals)
+        print("consent: renewed \(renewals) (publisher, subscriber) \(ContinuousClock.now - blocked) into the block")
+        #expect(renewals.allSatisfy { $0 >= 1 }, "both PeerConnections renewed their lost consent: \(renewals)")
+
+        try await sending
+        let sent = call.source.frames.withLock { $0.count }
+        try await call.observer.wait { ($0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0) >= sent - 5 }
+        let received = call.observer.seen.withLock { $0.frames[call.publisher.feedID]?[.vp8]?.count ?? 0 }
+        #expect(received >= sent - 5, "video arrives whole: \(received) of \(sent) frames")
+        #expect(call.publisher.transport.state == .connected)
+        #expect(subscriber.transport.state == .connected)
+        await call.close()
+    }
+
     @Test func iceRestartAfterAnOutageResumesMediaOnNewCredentials() async throws {
         // 8 s of video: 4.5 s of it after the link returns, so that the 60 frames asked for below
         // still come when the two restarts and the keyframe take 2 s on a loaded machine.
