@@ -118,19 +118,31 @@ public final class CallAudioPlayout: Sendable {
     public func render(into output: UnsafeMutableBufferPointer<Int16>, calledAt instant: ContinuousClock.Instant) {
         let count = output.count
         let heard = renderer.withLock { $0.clock.instant(forCallAt: instant, samples: count) }
-        render(into: output, now: heard)
+        render(into: output, now: heard, arrivedBy: instant)
     }
 
     /// Fills `output` with the mix, 48 kHz mono, its first sample heard at `now` (tests drive the
     /// clock through it).
     public func render(into output: UnsafeMutableBufferPointer<Int16>, now: ContinuousClock.Instant) {
+        render(into: output, now: now, arrivedBy: now)
+    }
+
+    /// Fills `output`, its first sample heard at `now`, with the packets that arrived by
+    /// `arrivedBy`. Each block is mixed ahead of its instant by the difference (a callback early
+    /// on the device clock's steady line, a block that starts inside the request), which its
+    /// buffer adds to its target delay.
+    private func render(
+        into output: UnsafeMutableBufferPointer<Int16>,
+        now: ContinuousClock.Instant,
+        arrivedBy: ContinuousClock.Instant
+    ) {
         renderer.withLock { renderer in
             take(into: &renderer)
             var written = 0
             while written < output.count {
                 if renderer.remainder == 0 {
                     let heard = now + .microseconds(Int64(written) * 1_000_000 / Int64(Self.sampleRate))
-                    mix(&renderer, at: heard)
+                    mix(&renderer, at: heard, lookahead: max(.zero, heard - arrivedBy))
                     renderer.remainder = AudioMixer.frameSamples
                 }
                 let start = AudioMixer.frameSamples - renderer.remainder
@@ -184,13 +196,13 @@ public final class CallAudioPlayout: Sendable {
     }
 
     /// Pulls 20 ms from every buffer into `renderer.block` and publishes levels and statistics.
-    private func mix(_ renderer: inout Renderer, at heard: ContinuousClock.Instant) {
+    private func mix(_ renderer: inout Renderer, at heard: ContinuousClock.Instant, lookahead: Duration) {
         renderer.mixer.begin()
         renderer.figures.removeAll(keepingCapacity: true)
         for feedID in renderer.order {
             guard let buffer = renderer.buffers[feedID] else { continue }
             let volume = renderer.volumes[feedID] ?? 1
-            renderer.pulled.withUnsafeMutableBufferPointer { buffer.pull(now: heard, into: $0) }
+            renderer.pulled.withUnsafeMutableBufferPointer { buffer.pull(now: heard, lookahead: lookahead, into: $0) }
             let level = renderer.pulled.withUnsafeBufferPointer { renderer.mixer.add($0, volume: volume) }
             let figure = ParticipantPlayout(statistics: buffer.statistics, level: level, volume: volume)
             renderer.figures.append((feedID, figure))

@@ -153,6 +153,8 @@ public final class PlayoutBuffer {
     private var transitWindow = (start: Int64(0), current: Int64.max, previous: Int64.max)
     /// The decaying peak of (transit - fastest transit).
     private var peakExcess: Int64 = 0
+    /// The decaying peak of how long before it is heard a block is mixed (see `pull`).
+    private var peakLookahead: Int64 = 0
 
     /// Creates a buffer with its own Opus decoder (48 kHz mono).
     public init(configuration: PlayoutConfiguration = PlayoutConfiguration()) throws(OpusCodecError) {
@@ -168,7 +170,7 @@ public final class PlayoutBuffer {
     private var fastestTransit: Int64 { min(transitWindow.current, transitWindow.previous) }
 
     private var targetDelay: Int64 {
-        min(maximumDelay, max(minimumDelay, peakExcess + Int64(Self.frameSamples)))
+        min(maximumDelay, max(minimumDelay, peakExcess + peakLookahead + Int64(Self.frameSamples)))
     }
 
     // MARK: Packets in
@@ -256,14 +258,27 @@ public final class PlayoutBuffer {
 
     /// Writes the next 20 ms (960 samples, 48 kHz mono) into `output`, to be heard at `now`.
     ///
+    /// `lookahead` is how long before `now` the block is mixed, with the packets that had arrived
+    /// by then: a device that asks for 40 ms at once has its second 20 ms mixed 20 ms early. The
+    /// target delay keeps the recent peak of it on top of the jitter, so that when a frame is
+    /// lost the packet after it (and its FEC) is there by the time the lost frame is mixed;
+    /// without it such a loss was concealed twice and the delay grew by a frame.
+    ///
     /// Silence while there is nothing to play. `output` must hold at least 960 samples; only the
     /// first 960 are written (a shorter buffer is filled with silence).
-    public func pull(now: ContinuousClock.Instant, into output: UnsafeMutableBufferPointer<Int16>) {
+    public func pull(
+        now: ContinuousClock.Instant,
+        lookahead: Duration = .zero,
+        into output: UnsafeMutableBufferPointer<Int16>
+    ) {
         let count = Self.frameSamples
         guard output.count >= count else {
             output.update(repeating: 0)
             return
         }
+        let early = min(maximumDelay, max(0, Self.samples(lookahead)))
+        peakLookahead = max(early, peakLookahead - (peakLookahead + 255) / 256)
+        statistics.targetDelay = Self.duration(targetDelay)
         let now = clock(now)
         if pcmStart > 0 {
             pcm.removeSubrange(0..<pcmStart)
