@@ -155,6 +155,15 @@ public final class PlayoutBuffer {
     private var peakExcess: Int64 = 0
     /// The decaying peak of how long before it is heard a block is mixed (see `pull`).
     private var peakLookahead: Int64 = 0
+    /// When a frame was last missing (on the clock of `clock(_:)`), nil before any.
+    private var lastLoss: Int64?
+    /// Whether the target counts all of `peakLookahead`: only within `lossMemory` of a loss,
+    /// since the part within the frame of margin serves only to have the packet after a lost one
+    /// (and its FEC) there in time, and would cost every call that loses nothing as much
+    /// mouth-to-ear latency.
+    private var lookaheadCounts = false
+    /// How long after a loss the target keeps room for the lookahead (10 s).
+    static let lossMemory: Int64 = 10 * samplesPerSecond
 
     /// Creates a buffer with its own Opus decoder (48 kHz mono).
     public init(configuration: PlayoutConfiguration = PlayoutConfiguration()) throws(OpusCodecError) {
@@ -170,7 +179,11 @@ public final class PlayoutBuffer {
     private var fastestTransit: Int64 { min(transitWindow.current, transitWindow.previous) }
 
     private var targetDelay: Int64 {
-        min(maximumDelay, max(minimumDelay, peakExcess + peakLookahead + Int64(Self.frameSamples)))
+        // A block mixed ahead needs its own packet there in time: the lookahead beyond the frame
+        // of margin always counts; within `lossMemory` of a loss all of it, for the packet after.
+        let frame = Int64(Self.frameSamples)
+        let lookahead = lookaheadCounts ? peakLookahead : max(0, peakLookahead - frame)
+        return min(maximumDelay, max(minimumDelay, peakExcess + lookahead + frame))
     }
 
     // MARK: Packets in
@@ -259,10 +272,13 @@ public final class PlayoutBuffer {
     /// Writes the next 20 ms (960 samples, 48 kHz mono) into `output`, to be heard at `now`.
     ///
     /// `lookahead` is how long before `now` the block is mixed, with the packets that had arrived
-    /// by then: a device that asks for 40 ms at once has its second 20 ms mixed 20 ms early. The
-    /// target delay keeps the recent peak of it on top of the jitter, so that when a frame is
-    /// lost the packet after it (and its FEC) is there by the time the lost frame is mixed;
-    /// without it such a loss was concealed twice and the delay grew by a frame.
+    /// by then: a device that asks for 40 ms at once has its second 20 ms mixed 20 ms early.
+    /// The target delay keeps the recent peak of it beyond one frame on top of the jitter, so
+    /// that the block's own packet is there when it is mixed, and within 10 s of a loss all of
+    /// it, so that when a frame is lost the packet after it (and its FEC) is there by the time
+    /// the lost frame is mixed; without it such a loss was concealed twice and the delay grew by
+    /// a frame. A call that loses nothing does not pay the rest (20 ms of mouth-to-ear latency
+    /// with `bench/devices`' speaker).
     ///
     /// Silence while there is nothing to play. `output` must hold at least 960 samples; only the
     /// first 960 are written (a shorter buffer is filled with silence).
@@ -278,8 +294,9 @@ public final class PlayoutBuffer {
         }
         let early = min(maximumDelay, max(0, Self.samples(lookahead)))
         peakLookahead = max(early, peakLookahead - (peakLookahead + 255) / 256)
-        statistics.targetDelay = Self.duration(targetDelay)
         let now = clock(now)
+        lookaheadCounts = lastLoss.map { now &- $0 < Self.lossMemory } ?? false
+        statistics.targetDelay = Self.duration(targetDelay)
         if pcmStart > 0 {
             pcm.removeSubrange(0..<pcmStart)
             pcmStart = 0
@@ -333,6 +350,7 @@ public final class PlayoutBuffer {
             state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
             return true
         }
+        lastLoss = now
         // FEC only right after decoded audio: libopus's recovery of a frame whose predecessor it
         // never saw comes out at a fraction of the level for 10-20 ms (a gap), so the second frame
         // of a longer hole is concealed too and the packet after it crossfaded in. Except after

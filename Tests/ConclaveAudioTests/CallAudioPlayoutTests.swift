@@ -28,25 +28,14 @@ import Testing
         return (output, playout)
     }
 
-    /// The device may ask for any number of samples: the mix is the same whatever the chunks,
-    /// except that a block that starts inside a chunk is mixed ahead of time, with the packets
-    /// that had arrived when the chunk was asked for (the second block of a 30 ms chunk 20 ms
-    /// before it is heard). The delay then grows by one frame, so that the packet after a loss is
-    /// in reach when the lost frame is mixed: the sound starts a frame later, or a frame is
-    /// concealed once at the start and crossfaded (5 ms) into it; after that the same sound
-    /// follows, one frame later.
-    @Test(arguments: [336, 1_440])
-    func anyChunkSizeRendersTheSameMix(chunk: Int) throws {
+    /// The device may ask for any number of samples: the mix is the same whatever the chunks.
+    @Test func anyChunkSizeRendersTheSameMix() throws {
         let (whole, _) = try render(chunk: 960)
-        let (other, playout) = try render(chunk: chunk)
+        let (small, _) = try render(chunk: 336)
+        let (large, _) = try render(chunk: 1_440)
         #expect(rms(whole) > 1_000)
-        let inserted = try #require(other.indices.first { other[$0] != whole[$0] })
-        #expect(inserted < 48_000 / 10, "the frame is inserted at the start, at \(inserted)")
-        let after = inserted + 240
-        #expect(Array(other.dropFirst(after + 960)) == Array(whole.dropFirst(after).prefix(other.count - after - 960)))
-        let statistics = try #require(playout.participants[1]).statistics
-        #expect(statistics.concealed <= 1)
-        #expect(statistics.dropped == 0)
+        #expect(small.prefix(whole.count) == whole.prefix(small.count))
+        #expect(large.prefix(whole.count) == whole.prefix(large.count))
     }
 
     @Test func levelsStatisticsAndVolumesArePublishedPerParticipant() throws {
