@@ -15,7 +15,8 @@
 /// RFC's 30 s. A relayed pair is never renewed (libnice would let its TURN allocation go on
 /// reselecting it), and neither is one without media from the peer, which is a real outage.
 ///
-/// Pure arithmetic on durations since an origin the caller chooses; not thread-safe.
+/// Pure arithmetic on instants of one monotonic clock, as durations from its origin; not
+/// thread-safe.
 struct ConsentRenewal: Sendable {
     /// Media from the peer at most this old shows the pair alive. Janus sends RTCP to a
     /// publisher about every second, and media to a subscriber all the time.
@@ -34,9 +35,9 @@ struct ConsentRenewal: Sendable {
 
         var description: String {
             switch self {
-            case .noRecentMedia: "no media from the peer in the last 3 s"
+            case .noRecentMedia: "no media from the peer in the last \(ConsentRenewal.inboundWindow)"
             case .relayed: "the pair is relayed"
-            case .renewedRecently: "consent was already renewed in the last 30 s"
+            case .renewedRecently: "consent was already renewed in the last \(ConsentRenewal.spacing)"
             }
         }
     }

@@ -22,11 +22,10 @@ final class NiceCallbacks: Sendable {
     /// Fires on each local candidate, at the end of gathering and on closing: what a wait for
     /// the candidates gathered so far wakes on (`localCandidates` has one reader, the trickle).
     let candidateChanges = ChangeSignal()
-    /// The origin of `lastInbound` and of the consent renewal's clock.
-    let origin = ContinuousClock.now
-    /// Nanoseconds from `origin` to the last datagram received, `Int64.min` before the first
-    /// (written on the loop thread for every datagram: one relaxed store).
-    let lastInbound = Atomic<Int64>(.min)
+    /// When the last datagram arrived, in GLib's monotonic microseconds, `Int64.min` before the
+    /// first (written on the loop thread for every datagram: one clock read, one relaxed store;
+    /// converted only when a consent is lost).
+    let lastInbound = Atomic<Int>(.min)
     /// Whether a lost consent is renewed on the pair in use (loop thread).
     let consent = Mutex(ConsentRenewal())
     /// True while libnice reselects the pair for a renewal: the state changes it signals on the
@@ -67,22 +66,7 @@ final class NiceCallbacks: Sendable {
 
     /// Notes a datagram from the peer (loop thread).
     func noteInbound() {
-        lastInbound.store(Self.nanoseconds(ContinuousClock.now - origin), ordering: .relaxed)
-    }
-
-    /// The time since `origin`.
-    func elapsed() -> Duration { ContinuousClock.now - origin }
-
-    /// When the last datagram arrived, as a time since `origin`; nil before the first.
-    func lastInboundElapsed() -> Duration? {
-        let nanoseconds = lastInbound.load(ordering: .relaxed)
-        return nanoseconds == .min ? nil : .nanoseconds(nanoseconds)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : whole &+ attoseconds / 1_000_000_000
+        lastInbound.store(g_get_monotonic_time(), ordering: .relaxed)
     }
 
     func finish() {
@@ -165,10 +149,11 @@ func renewConsent(agent: OpaquePointer, stream: guint, component: guint, callbac
     guard nice_agent_get_selected_pair(agent, stream, component, &local, &remote) != 0, let local, let remote else {
         return false
     }
+    let lastInbound = callbacks.lastInbound.load(ordering: .relaxed)
     let decision = callbacks.consent.withLock { consent in
         consent.decide(
-            at: callbacks.elapsed(),
-            lastInbound: callbacks.lastInboundElapsed(),
+            at: .microseconds(g_get_monotonic_time()),
+            lastInbound: lastInbound == .min ? nil : .microseconds(lastInbound),
             relayed: local.pointee.type == NICE_CANDIDATE_TYPE_RELAYED
         )
     }

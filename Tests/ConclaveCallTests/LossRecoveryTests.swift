@@ -215,18 +215,11 @@ final class RecordingSource: EncodedFrameSource {
         let blocked = ContinuousClock.now
         // Consent is lost 10 s after the last answer, which came at most 6 s before the block.
         let deadline = blocked + .seconds(20)
-        func settled() -> Bool {
-            agents.allSatisfy { $0.consentRenewals > 0 || $0.state == .failed }
-        }
-        while !settled(), ContinuousClock.now < deadline {
-            let generations = agents.map(\.connectivityChanges.generation)
-            if settled() { break }
-            await withTaskGroup(of: Void.self) { group in
-                for (agent, generation) in zip(agents, generations) {
-                    group.addTask { _ = try? await agent.connectivityChanges.wait(after: generation, until: deadline) }
-                }
-                await group.next()
-                group.cancelAll()
+        for agent in agents {
+            while ContinuousClock.now < deadline {
+                let generation = agent.connectivityChanges.generation
+                if agent.consentRenewals > 0 || agent.state == .failed { break }
+                _ = try await agent.connectivityChanges.wait(after: generation, until: deadline)
             }
         }
         try call.bed.clearImpairment()
