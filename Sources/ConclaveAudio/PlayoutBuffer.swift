@@ -42,6 +42,18 @@ public struct PlayoutStatistics: Sendable, Hashable {
     /// Times playback (re)started at the target delay: the first packet, after DTX or an outage,
     /// after a timestamp jump.
     public var resyncs = 0
+    /// Frames decoded (or rebuilt from FEC) just after a loss that came out far louder than the
+    /// stream had been, and were concealed instead (counted in `concealed` too): libopus's
+    /// decoder can overshoot to full scale there (see `PlayoutBuffer`).
+    public var overshoots = 0
+    /// Lost frames given to the decoder from the next packet's FEC after they had been concealed
+    /// (the next packet came too late to play them), so that it decodes what follows at its
+    /// level.
+    public var fecCaughtUp = 0
+    /// Runs of two or more frames in a row whose packets were missing when due (lost, or too
+    /// late): in-band FEC rebuilds only the last frame of a run, so the others are concealed,
+    /// and a sound that starts inside one is heard late.
+    public var lossRuns = 0
     /// How long the frame being played waited behind the fastest recent packet.
     public var currentDelay: Duration = .zero
     /// The delay the buffer steers towards, from the measured jitter.
@@ -102,6 +114,11 @@ public final class PlayoutBuffer {
     /// signal's own steps, short enough that the blend of two unrelated waveforms never dips for
     /// an audible time.
     static let spliceSamples = 240
+    /// Frames after a loss whose level is checked against the stream's recent peak (60 ms).
+    static let settlingFrames = 3
+    /// The loudest a frame after a loss may be whatever the recent peak (-8.5 dBFS): a stream
+    /// that was quiet or silent may start a talk spurt right after a loss.
+    static let overshootFloor: Int32 = 12_288
 
     private enum State {
         /// No playhead: before the first packet, after a reset or a long gap.
@@ -141,6 +158,17 @@ public final class PlayoutBuffer {
     private var decoderStarted = false
     /// The output has stopped (faded out to silence) and not resumed yet.
     private var outputStopped = false
+    /// Frames decoded since the decoder last missed one (lost, concealed or rebuilt from FEC);
+    /// `settlingFrames` or more when it has not missed any lately.
+    private var framesSinceLoss = settlingFrames
+    /// The timestamp that follows the last frame the decoder decoded or rebuilt from FEC; nil
+    /// before the first and after a reset.
+    private var decoderNext: Int64?
+    /// Frames in a row so far whose packets were missing when due.
+    private var missingFrames = 0
+    /// The decaying peak of the frames decoded outside `settlingFrames` after a loss: how loud
+    /// this stream has been.
+    private var recentPeak: Int32 = 0
 
     /// The clock's origin: the first instant seen.
     private var origin: ContinuousClock.Instant?
@@ -243,6 +271,7 @@ public final class PlayoutBuffer {
         lastTransit = nil
         transitWindow = (0, .max, .max)
         peakExcess = 0
+        decoderNext = nil
         state = .waiting
     }
 
@@ -330,7 +359,7 @@ public final class PlayoutBuffer {
             if delay > targetDelay + 2 * Int64(Self.frameSamples), queue.count > 1 {
                 // Decoded, so the decoder's state stays continuous, but not played.
                 queue.removeFirst()
-                let samples = decode(head.frame, keep: false)
+                let samples = decode(head, keep: false)
                 statistics.dropped += 1
                 state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
                 return true
@@ -341,11 +370,12 @@ public final class PlayoutBuffer {
                 return true
             }
             queue.removeFirst()
-            let samples = decode(head.frame, keep: true)
+            let samples = decode(head, keep: true)
             if samples != nil {
                 statistics.played += 1
             } else {
                 conceal(Self.frameSamples)
+                framesSinceLoss = 0
             }
             state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
             return true
@@ -358,11 +388,13 @@ public final class PlayoutBuffer {
         // sound would conceal that frame as silence too, and the sound would start 20 ms late
         // (cut); from the pause's state, the decoder rebuilds the onset at its level.
         if gap <= Int64(Self.frameSamples), !expander.isConcealing || expander.concealsSilence {
-            recover(before: head.frame, samples: Int(gap))
+            recover(before: head, samples: Int(gap))
             state = .playing(next: head.timestamp, dryFrames: 0)
             return true
         }
         conceal(Self.frameSamples)
+        framesSinceLoss = 0
+        missingFrames += 1
         state = .playing(next: next + Int64(Self.frameSamples), dryFrames: 0)
         return true
     }
@@ -477,10 +509,18 @@ public final class PlayoutBuffer {
     // MARK: Decoding
 
     /// Decodes `frame`, onto `pcm` when `keep`; the samples it holds, nil when it is undecodable.
-    private func decode(_ frame: EncodedFrame, keep: Bool) -> Int? {
-        guard let audio = try? decoder.decode(frame), !audio.samples.isEmpty else { return nil }
+    private func decode(_ packet: Packet, keep: Bool) -> Int? {
+        catchUp(before: packet)
+        guard let audio = try? decoder.decode(packet.frame), !audio.samples.isEmpty else { return nil }
+        decoderNext = packet.timestamp + Int64(audio.samples.count)
+        if missingFrames >= 2 { statistics.lossRuns += 1 }
+        missingFrames = 0
         if keep {
-            appendDecoded(audio.samples)
+            if isOvershoot(audio.samples) {
+                conceal(audio.samples.count)
+            } else {
+                appendDecoded(audio.samples)
+            }
         } else if expander.isConcealing {
             // Dropped right after a concealment run: the run's continuation is what the output
             // would have gone on with.
@@ -496,15 +536,65 @@ public final class PlayoutBuffer {
     }
 
     /// Rebuilds the `samples` before `next` from its FEC data (libopus conceals when it has none).
-    private func recover(before next: EncodedFrame, samples: Int) {
+    private func recover(before next: Packet, samples: Int) {
         let size = samples - samples % 120
         guard size > 0 else { return }
-        guard Self.carriesFEC(next), let audio = try? decoder.recoverLost(before: next, samples: size) else {
+        framesSinceLoss = 0
+        missingFrames += 1
+        guard Self.carriesFEC(next.frame), let audio = try? decoder.recoverLost(before: next.frame, samples: size)
+        else {
             conceal(size)
             return
         }
-        appendDecoded(audio.samples)
+        decoderNext = next.timestamp
         statistics.fecRecovered += 1
+        if isOvershoot(audio.samples) {
+            conceal(audio.samples.count)
+        } else {
+            appendDecoded(audio.samples)
+        }
+    }
+
+    /// Gives the decoder the frame before `packet` from `packet`'s FEC when it missed that frame
+    /// (concealed as lost, the packet after it not there yet, or a second lost frame), though
+    /// the concealment was already played: libopus's SILK layer predicts each frame from the
+    /// ones before (its long-term predictor repeats the last pitch periods), so a decoder that
+    /// never saw a sound's first frame rebuilds the sound from its small residual alone, rising
+    /// to its level over 60-80 ms (`bench/devices/loss` heard a beep's first 30 ms at an eighth
+    /// of its level, a gap), and one that missed a sound's end can overshoot. With the frame's
+    /// FEC copy in its state it decodes the packet at its level. Holes longer than two frames
+    /// are a pause or a new talk spurt, not a loss, and are left alone.
+    private func catchUp(before packet: Packet) {
+        guard let expected = decoderNext, Self.carriesFEC(packet.frame) else { return }
+        let hole = packet.timestamp &- expected
+        guard hole > 0, hole <= 2 * Int64(Self.frameSamples) else { return }
+        let size = Int(min(hole, Int64(Self.frameSamples)))
+        guard size >= 120, (try? decoder.recoverLost(before: packet.frame, samples: size - size % 120)) != nil else {
+            return
+        }
+        statistics.fecCaughtUp += 1
+        framesSinceLoss = 0
+    }
+
+    /// Whether `samples`, just decoded, are the decoder's error rather than the talker: within
+    /// `settlingFrames` after a loss, louder than half as loud again as the stream's recent peak
+    /// (and than `overshootFloor`). After FEC at a sound's abrupt end, libopus 1.3's decoder
+    /// turns the next packet, silence, into a low thump up to full scale (its gain state comes
+    /// from the FEC copy's higher gains; `bench/devices/loss` heard it as a burst of ~31,600 at
+    /// a beep's end); after a frame it never saw it can overshoot the same way. Such a frame is
+    /// concealed instead, and the decoder, which has decoded it, settles by the next one. Other
+    /// frames only feed the recent peak.
+    private func isOvershoot(_ samples: [Int16]) -> Bool {
+        var peak: Int32 = 0
+        for sample in samples { peak = max(peak, abs(Int32(sample))) }
+        guard framesSinceLoss < Self.settlingFrames else {
+            recentPeak = max(peak, recentPeak - (recentPeak + 255) / 256)
+            return false
+        }
+        framesSinceLoss += 1
+        guard peak > max(Self.overshootFloor, recentPeak + recentPeak / 2) else { return false }
+        statistics.overshoots += 1
+        return true
     }
 
     /// Conceals `samples` with the pitch expander; the decoder does not see the loss.

@@ -20,6 +20,9 @@ struct HeardParticipant: Encodable, Sendable, Hashable {
     var played: Int
     var concealed: Int
     var fecRecovered: Int
+    var fecCaughtUp: Int
+    var overshoots: Int
+    var lossRuns: Int
     var late: Int
     var underruns: Int
     var dropped: Int
@@ -36,6 +39,9 @@ struct HeardParticipant: Encodable, Sendable, Hashable {
         played = statistics.played
         concealed = statistics.concealed
         fecRecovered = statistics.fecRecovered
+        fecCaughtUp = statistics.fecCaughtUp
+        overshoots = statistics.overshoots
+        lossRuns = statistics.lossRuns
         late = statistics.late
         underruns = statistics.underruns
         dropped = statistics.dropped
@@ -49,7 +55,8 @@ struct HeardParticipant: Encodable, Sendable, Hashable {
     var line: String {
         let who = id.map { "id \($0), feed \(feed)" } ?? "feed \(feed)"
         return "audio from \(name) (\(who)): \(played) frames played, \(concealed) concealed, "
-            + "\(fecRecovered) recovered by FEC, \(late) late, \(dropped) dropped, \(resyncs) resyncs, "
+            + "\(fecRecovered) recovered by FEC, \(fecCaughtUp) caught up by FEC, \(overshoots) overshoots, "
+            + "\(lossRuns) loss runs, \(late) late, \(dropped) dropped, \(resyncs) resyncs, "
             + "\(underruns) underruns, delay \(delayMs) ms (target \(targetDelayMs) ms, jitter \(jitterMs) ms)"
     }
 

@@ -15,17 +15,19 @@ enum BeepTrack {
     /// The sine's own largest step, rounded up.
     static let maximumStep = 1_048
 
-    static func sample(_ index: Int) -> Int16 {
-        let position = index % periodSamples
+    /// Sample `index` of the track; `phase` samples of it are skipped, so that with a phase off
+    /// the 20 ms grid a beep starts and ends inside a packet, as a microphone's would.
+    static func sample(_ index: Int, phase: Int = 0) -> Int16 {
+        let position = (index + phase) % periodSamples
         guard position < beepSamples else { return 0 }
         return Int16((amplitude * sin(2 * .pi * 1_000 * Double(position) / 48_000)).rounded())
     }
 
     /// `count` 20 ms Opus packets of the track at the microphone's settings (32 kbit/s, FEC).
-    static func encoded(count: Int, firstTimestamp: UInt32 = 3_000) throws -> [EncodedFrame] {
+    static func encoded(count: Int, phase: Int = 0, firstTimestamp: UInt32 = 3_000) throws -> [EncodedFrame] {
         let encoder = try OpusAudioEncoder(configuration: OpusEncoderConfiguration())
         return try (0..<count).map { index in
-            let samples = (0..<960).map { sample(index * 960 + $0) }
+            let samples = (0..<960).map { sample(index * 960 + $0, phase: phase) }
             let timestamp = firstTimestamp &+ UInt32(index * 960)
             let frame = try AudioFrame(channels: 1, samples: samples, rtpTimestamp: timestamp)
             return try #require(try encoder.encode(frame))
