@@ -32,6 +32,11 @@ struct PitchExpander {
     static let fullLevelSamples = 1_920
     /// Samples over which the level then falls to zero.
     static let fadeSamples = 2_880
+    /// The stretch at the history's end compared with the same stretch one period earlier to
+    /// tell a sound that is ending (1 ms).
+    static let endingWindow = 48
+    /// How fast a sound that is ending fades (5 ms, from the first concealed sample).
+    static let endingFadeSamples = 240
 
     private var history = [Int16](repeating: 0, count: historySamples)
     /// The period being repeated (`period[..<lag]`), fixed for a run.
@@ -40,6 +45,10 @@ struct PitchExpander {
     private var lag = 0
     /// Samples made so far in the current run.
     private var position = 0
+    /// This run's samples at full level and fade length: `fullLevelSamples` and `fadeSamples`,
+    /// or none and `endingFadeSamples` for a sound that is ending.
+    private var fullLevel = fullLevelSamples
+    private var fade = fadeSamples
 
     /// Whether a concealment run is under way (its output is what the signal continues with).
     var isConcealing: Bool { lag > 0 }
@@ -89,11 +98,11 @@ struct PitchExpander {
     }
 
     private func sample(at index: Int) -> Int16 {
-        let fading = index - Self.fullLevelSamples
+        let fading = index - fullLevel
         guard fading > 0 else { return period[index % lag] }
-        guard fading < Self.fadeSamples else { return 0 }
-        let level = Int32(Self.fadeSamples - fading)
-        return Int16(truncatingIfNeeded: Int32(period[index % lag]) * level / Int32(Self.fadeSamples))
+        guard fading < fade else { return 0 }
+        let level = Int32(fade - fading)
+        return Int16(truncatingIfNeeded: Int32(period[index % lag]) * level / Int32(fade))
     }
 
     /// Finds the pitch period of the end of the history and copies it into `period`.
@@ -105,20 +114,42 @@ struct PitchExpander {
     /// last sample and the one before its start is added to its first samples, fading out, so both
     /// joins keep the signal's own slope. (`PlayoutSpliceTests.droppedFramesAreSplicedWithoutAClick`
     /// steps by 2,144 without it, with the 40 ms hold.)
+    ///
+    /// A sound that is ending (its last millisecond a tenth as loud as the same stretch one period
+    /// earlier, as when a word or a tone stops just before the loss) is not periodic: repeated, its
+    /// last cycles and the silence after them rang on for 40 ms, and the join correction pushed
+    /// them up to 9,300 on an 8,000 beep. Such a run fades out within `endingFadeSamples`
+    /// instead, and no repeated sample is louder than the period itself was.
     private mutating func begin() {
         lag = bestLag()
         position = 0
         let start = Self.historySamples - lag
         let offset = Int32(history[Self.historySamples - 1]) - Int32(history[start - 1])
         let ramp = Int32(min(lag / 2, Self.joinSamples))
+        var rawPeak: Int32 = 0
+        for index in 0..<lag { rawPeak = max(rawPeak, abs(Int32(history[start + index]))) }
         for index in 0..<lag {
             var sample = Int32(history[start + index])
             if index < ramp { sample += offset * (ramp - Int32(index)) / ramp }
-            period[index] = Int16(clamping: sample)
+            period[index] = Int16(clamping: max(-rawPeak, min(rawPeak, sample)))
         }
-        var peak: Int32 = 0
-        for index in 0..<lag { peak = max(peak, abs(Int32(period[index]))) }
-        concealsSilence = peak <= Int32(Self.silencePeak)
+        concealsSilence = rawPeak <= Int32(Self.silencePeak)
+        let ending = isEnding()
+        fullLevel = ending ? 0 : Self.fullLevelSamples
+        fade = ending ? Self.endingFadeSamples : Self.fadeSamples
+    }
+
+    /// Whether the history's last `endingWindow` samples hold less than a tenth of the energy of
+    /// the same stretch one period (`lag`) earlier.
+    private func isEnding() -> Bool {
+        let end = Self.historySamples
+        var last = 0.0
+        var earlier = 0.0
+        for index in (end - Self.endingWindow)..<end {
+            last += Double(history[index]) * Double(history[index])
+            earlier += Double(history[index - lag]) * Double(history[index - lag])
+        }
+        return last * 10 < earlier
     }
 
     /// The lag (in samples) at which the last `window` samples best match the samples one lag
