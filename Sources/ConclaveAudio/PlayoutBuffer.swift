@@ -119,6 +119,12 @@ public final class PlayoutBuffer {
     /// The loudest a frame after a loss may be whatever the recent peak (-8.5 dBFS): a stream
     /// that was quiet or silent may start a talk spurt right after a loss.
     static let overshootFloor: Int32 = 12_288
+    /// How long the delay may stay more than a frame above its target before a frame of silence
+    /// is left out to bring it back (1 s: longer than the delay's own wobble as the fastest
+    /// transit's window moves on).
+    static let excessPatience: Int64 = samplesPerSecond
+    /// The loudest sample of a frame that counts as silence (as `PitchExpander.silencePeak`).
+    static let quietPeak: Int32 = 512
 
     private enum State {
         /// No playhead: before the first packet, after a reset or a long gap.
@@ -166,6 +172,11 @@ public final class PlayoutBuffer {
     private var decoderNext: Int64?
     /// Frames in a row so far whose packets were missing when due.
     private var missingFrames = 0
+    /// The loudest of the last `spliceSamples` samples appended: whether what plays now is silence.
+    private var tailPeak: Int32 = 0
+    /// Since when (on the clock of `clock(_:)`) the delay has been more than a frame above its
+    /// target; nil while it is not.
+    private var excessSince: Int64?
     /// The decaying peak of the frames decoded outside `settlingFrames` after a loss: how loud
     /// this stream has been.
     private var recentPeak: Int32 = 0
@@ -272,6 +283,7 @@ public final class PlayoutBuffer {
         transitWindow = (0, .max, .max)
         peakExcess = 0
         decoderNext = nil
+        excessSince = nil
         state = .waiting
     }
 
@@ -359,7 +371,7 @@ public final class PlayoutBuffer {
             if delay > targetDelay + 2 * Int64(Self.frameSamples), queue.count > 1 {
                 // Decoded, so the decoder's state stays continuous, but not played.
                 queue.removeFirst()
-                let samples = decode(head, keep: false)
+                let samples = decode(head, keep: false)?.samples
                 statistics.dropped += 1
                 state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
                 return true
@@ -370,14 +382,29 @@ public final class PlayoutBuffer {
                 return true
             }
             queue.removeFirst()
-            let samples = decode(head, keep: true)
-            if samples != nil {
-                statistics.played += 1
+            // A delay more than a frame above the target (grown by an underrun, a late packet or a
+            // concealed frame) is below the two frames that drop sound, and would stay for the
+            // whole call: after a second of it, it comes back in a pause, where a frame of silence
+            // is left out.
+            if delay > targetDelay + Int64(Self.frameSamples) {
+                excessSince = excessSince ?? now
+            } else {
+                excessSince = nil
+            }
+            let dropIfQuiet = !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
+            let decoded = decode(head, keep: true, dropIfQuiet: dropIfQuiet)
+            if let decoded {
+                if decoded.played {
+                    statistics.played += 1
+                } else {
+                    statistics.dropped += 1
+                    excessSince = nil
+                }
             } else {
                 conceal(Self.frameSamples)
                 framesSinceLoss = 0
             }
-            state = .playing(next: head.timestamp + Int64(samples ?? Self.frameSamples), dryFrames: 0)
+            state = .playing(next: head.timestamp + Int64(decoded?.samples ?? Self.frameSamples), dryFrames: 0)
             return true
         }
         lastLoss = now
@@ -445,6 +472,7 @@ public final class PlayoutBuffer {
             position += 1
         }
         expander.record(pcm[start...])
+        tailPeak = Self.peak(pcm.suffix(Self.spliceSamples))
     }
 
     /// Appends decoded (or FEC-recovered) samples: after a concealment run, they fade in under
@@ -508,13 +536,20 @@ public final class PlayoutBuffer {
 
     // MARK: Decoding
 
-    /// Decodes `frame`, onto `pcm` when `keep`; the samples it holds, nil when it is undecodable.
-    private func decode(_ packet: Packet, keep: Bool) -> Int? {
+    /// Decodes `packet`, onto `pcm` when `keep` (unless `dropIfQuiet` and it and what plays now are
+    /// silence); the samples it holds and whether they were kept, nil when it is undecodable.
+    private func decode(_ packet: Packet, keep: Bool, dropIfQuiet: Bool = false) -> (samples: Int, played: Bool)? {
         catchUp(before: packet)
         guard let audio = try? decoder.decode(packet.frame), !audio.samples.isEmpty else { return nil }
         decoderNext = packet.timestamp + Int64(audio.samples.count)
         if missingFrames >= 2 { statistics.lossRuns += 1 }
         missingFrames = 0
+        if keep, dropIfQuiet, tailPeak <= Self.quietPeak, !expander.isConcealing,
+            Self.peak(audio.samples) <= Self.quietPeak
+        {
+            // Silence after silence, left out to bring the delay back: nothing to splice.
+            return (audio.samples.count, false)
+        }
         if keep {
             if isOvershoot(audio.samples) {
                 conceal(audio.samples.count)
@@ -532,7 +567,14 @@ public final class PlayoutBuffer {
             // under it.
             beginSplice(from: audio.samples)
         }
-        return audio.samples.count
+        return (audio.samples.count, keep)
+    }
+
+    /// The largest magnitude in `samples`.
+    static func peak(_ samples: some Collection<Int16>) -> Int32 {
+        var peak: Int32 = 0
+        for sample in samples { peak = max(peak, abs(Int32(sample))) }
+        return peak
     }
 
     /// Rebuilds the `samples` before `next` from its FEC data (libopus conceals when it has none).
