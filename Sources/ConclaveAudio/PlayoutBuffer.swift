@@ -385,13 +385,16 @@ public final class PlayoutBuffer {
             // A delay more than a frame above the target (grown by an underrun, a late packet or a
             // concealed frame) is below the two frames that drop sound, and would stay for the
             // whole call: after a second of it, it comes back in a pause, where a frame of silence
-            // is left out.
+            // is left out. Not within `lossMemory` of a loss: there the frame is the room the
+            // packet after a lost one needs to be there for its FEC (taken back every second, it
+            // was given again at the next loss: twice the concealment under 5 % loss).
             if delay > targetDelay + Int64(Self.frameSamples) {
                 excessSince = excessSince ?? now
             } else {
                 excessSince = nil
             }
-            let dropIfQuiet = !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
+            let dropIfQuiet =
+                !lookaheadCounts && !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
             let decoded = decode(head, keep: true, dropIfQuiet: dropIfQuiet)
             if let decoded {
                 if decoded.played {

@@ -133,11 +133,12 @@ import Testing
     /// the target delay jumps by the spike and concealed frames grow the delay to it. As the
     /// target decays, frames were dropped only while the delay was two frames above it, so it
     /// stayed 20-40 ms above the target for the rest of the call (`bench/devices/loss` heard a
-    /// lossless call at 45 ms against a target of 22). Now, once the delay has been more than a
-    /// frame above the target for a second, a frame of silence in the next pause is left out:
-    /// it ends within a frame of the target, and nothing clicks.
+    /// lossless call at 45 ms against a target of 22). Now, 10 s after the last frame found
+    /// missing (until then the frame is room for the next loss's FEC) and once the delay has been
+    /// more than a frame above the target for a second, a frame of silence in the next pause is
+    /// left out: it ends within a frame of the target, and nothing clicks.
     @Test func aDelayGrownByALatePacketComesBackInAPause() throws {
-        let frames = try BeepTrack.encoded(count: 400)
+        let frames = try BeepTrack.encoded(count: 800)
         // Packet 53 is 2,880 samples into the 3rd beep.
         let late = 53
         let deliveries = frames.indices.map { index in
