@@ -11,6 +11,18 @@ import Testing
     /// that carries a beep's end also carries 7.5 ms of the silence after it.
     static let phase = 360
 
+    /// Plays `deliveries` through a fresh buffer until all but the last few packets are played:
+    /// what was heard and the buffer's figures.
+    static func play(
+        _ deliveries: [Delivery],
+        configuration: PlayoutConfiguration = PlayoutConfiguration()
+    ) throws -> (output: [Int16], statistics: PlayoutStatistics) {
+        let buffer = try PlayoutBuffer(configuration: configuration)
+        var driver = PlayoutDriver(buffer: buffer, deliveries: deliveries)
+        driver.run(untilPlayed: deliveries.count - 4, limit: Double(deliveries.count) * 20 + 200)
+        return (Array(driver.output.joined()), buffer.statistics)
+    }
+
     /// The largest magnitude in `samples`.
     static func peak(_ samples: some Collection<Int16>) -> Int {
         samples.reduce(0) { max($0, abs(Int($1))) }
@@ -28,13 +40,9 @@ import Testing
         let deliveries = frames.indices.map { index in
             Delivery(frame: frames[index], arrivalMilliseconds: index == lost ? nil : Double(index) * 20 + 40)
         }
-        let buffer = try PlayoutBuffer()
-        var driver = PlayoutDriver(buffer: buffer, deliveries: deliveries)
-        driver.run(untilPlayed: frames.count - 3, limit: Double(frames.count) * 20 + 200)
-        let statistics = buffer.statistics
+        let (output, statistics) = try Self.play(deliveries)
         #expect(statistics.fecRecovered == 1, "\(statistics)")
         #expect(statistics.overshoots == 1, "\(statistics)")
-        let output = Array(driver.output.joined())
         #expect(Self.peak(output) <= Int(BeepTrack.amplitude * 1.25), "\(statistics)")
         let analysis = BeepAnalysis(output)
         #expect(analysis.jumps.isEmpty, "\(statistics)")
@@ -56,13 +64,12 @@ import Testing
             let arrival = Double(index) * 20 + 40 + (index == lost + 1 ? 55 : 0)
             return Delivery(frame: frames[index], arrivalMilliseconds: index == lost ? nil : arrival)
         }
-        let buffer = try PlayoutBuffer(configuration: PlayoutConfiguration(minimumDelay: .milliseconds(60)))
-        var driver = PlayoutDriver(buffer: buffer, deliveries: deliveries)
-        driver.run(untilPlayed: frames.count - 3, limit: Double(frames.count) * 20 + 200)
-        let statistics = buffer.statistics
+        let (output, statistics) = try Self.play(
+            deliveries,
+            configuration: PlayoutConfiguration(minimumDelay: .milliseconds(60))
+        )
         #expect(statistics.fecCaughtUp == 1, "\(statistics)")
         #expect(statistics.fecRecovered == 0, "\(statistics)")
-        let output = Array(driver.output.joined())
         // The 6th beep: the first loud sample after the 5th beep's end and the pause.
         let fifthEnd = try #require(
             output.indices.last { $0 < 5 * BeepTrack.periodSamples && abs(Int(output[$0])) > 2_000 }
@@ -135,12 +142,8 @@ extension PlayoutDecoderStateTests {
                 arrivalMilliseconds: (end + 1...end + 2).contains(index) ? nil : Double(index) * 20 + 40
             )
         }
-        let buffer = try PlayoutBuffer()
-        var driver = PlayoutDriver(buffer: buffer, deliveries: deliveries)
-        driver.run(untilPlayed: frames.count - 4, limit: Double(frames.count) * 20 + 200)
-        let statistics = buffer.statistics
+        let (output, statistics) = try Self.play(deliveries)
         #expect(statistics.concealed >= 1, "\(statistics)")
-        let output = Array(driver.output.joined())
         #expect(Self.peak(output) <= Int(BeepTrack.amplitude * 1.1), "\(statistics)")
         let analysis = BeepAnalysis(output)
         #expect(analysis.jumps.isEmpty, "\(statistics)")
