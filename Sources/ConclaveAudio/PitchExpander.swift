@@ -75,6 +75,9 @@ struct PitchExpander {
         }
     }
 
+    /// The loudest of the last `count` samples played (at most `historySamples`).
+    func peakOfLast(_ count: Int) -> Int16 { history.suffix(count).peakMagnitude }
+
     /// Ends a concealment run: real audio follows.
     mutating func end() {
         lag = 0
@@ -126,8 +129,7 @@ struct PitchExpander {
         let start = Self.historySamples - lag
         let offset = Int32(history[Self.historySamples - 1]) - Int32(history[start - 1])
         let ramp = Int32(min(lag / 2, Self.joinSamples))
-        var rawPeak: Int32 = 0
-        for index in 0..<lag { rawPeak = max(rawPeak, abs(Int32(history[start + index]))) }
+        let rawPeak = Int32(history[start...].peakMagnitude)
         for index in 0..<lag {
             var sample = Int32(history[start + index])
             if index < ramp { sample += offset * (ramp - Int32(index)) / ramp }
@@ -183,5 +185,14 @@ struct PitchExpander {
             }
             return best
         }
+    }
+}
+
+extension Collection<Int16> {
+    /// The largest magnitude among the samples (-32768 counts as 32767), 0 when there are none.
+    var peakMagnitude: Int16 {
+        var peak: Int16 = 0
+        for sample in self { peak = Swift.max(peak, sample == .min ? .max : abs(sample)) }
+        return peak
     }
 }

@@ -123,8 +123,6 @@ public final class PlayoutBuffer {
     /// is left out to bring it back (1 s: longer than the delay's own wobble as the fastest
     /// transit's window moves on).
     static let excessPatience: Int64 = samplesPerSecond
-    /// The loudest sample of a frame that counts as silence (as `PitchExpander.silencePeak`).
-    static let quietPeak: Int32 = 512
 
     private enum State {
         /// No playhead: before the first packet, after a reset or a long gap.
@@ -172,8 +170,6 @@ public final class PlayoutBuffer {
     private var decoderNext: Int64?
     /// Frames in a row so far whose packets were missing when due.
     private var missingFrames = 0
-    /// The loudest of the last `spliceSamples` samples appended: whether what plays now is silence.
-    private var tailPeak: Int32 = 0
     /// Since when (on the clock of `clock(_:)`) the delay has been more than a frame above its
     /// target; nil while it is not.
     private var excessSince: Int64?
@@ -196,11 +192,11 @@ public final class PlayoutBuffer {
     private var peakLookahead: Int64 = 0
     /// When a frame was last missing (on the clock of `clock(_:)`), nil before any.
     private var lastLoss: Int64?
-    /// Whether the target counts all of `peakLookahead`: only within `lossMemory` of a loss,
-    /// since the part within the frame of margin serves only to have the packet after a lost one
-    /// (and its FEC) there in time, and would cost every call that loses nothing as much
-    /// mouth-to-ear latency.
-    private var lookaheadCounts = false
+    /// Whether a frame was missing within the last `lossMemory` (set at each pull). Only then
+    /// does the target count all of `peakLookahead` and is a delay a frame above it kept: both
+    /// serve only to have the packet after a lost one (and its FEC) there in time, and would cost
+    /// every call that loses nothing as much mouth-to-ear latency.
+    private var lossIsRecent = false
     /// How long after a loss the target keeps room for the lookahead (10 s).
     static let lossMemory: Int64 = 10 * samplesPerSecond
 
@@ -221,7 +217,7 @@ public final class PlayoutBuffer {
         // A block mixed ahead needs its own packet there in time: the lookahead beyond the frame
         // of margin always counts; within `lossMemory` of a loss all of it, for the packet after.
         let frame = Int64(Self.frameSamples)
-        let lookahead = lookaheadCounts ? peakLookahead : max(0, peakLookahead - frame)
+        let lookahead = lossIsRecent ? peakLookahead : max(0, peakLookahead - frame)
         return min(maximumDelay, max(minimumDelay, peakExcess + lookahead + frame))
     }
 
@@ -336,7 +332,7 @@ public final class PlayoutBuffer {
         let early = min(maximumDelay, max(0, Self.samples(lookahead)))
         peakLookahead = max(early, peakLookahead - (peakLookahead + 255) / 256)
         let now = clock(now)
-        lookaheadCounts = lastLoss.map { now &- $0 < Self.lossMemory } ?? false
+        lossIsRecent = lastLoss.map { now &- $0 < Self.lossMemory } ?? false
         statistics.targetDelay = Self.duration(targetDelay)
         if pcmStart > 0 {
             pcm.removeSubrange(0..<pcmStart)
@@ -394,7 +390,7 @@ public final class PlayoutBuffer {
                 excessSince = nil
             }
             let dropIfQuiet =
-                !lookaheadCounts && !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
+                !lossIsRecent && !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
             let decoded = decode(head, keep: true, dropIfQuiet: dropIfQuiet)
             if let decoded {
                 if decoded.played {
@@ -411,6 +407,8 @@ public final class PlayoutBuffer {
             return true
         }
         lastLoss = now
+        framesSinceLoss = 0
+        missingFrames += 1
         // FEC only right after decoded audio: libopus's recovery of a frame whose predecessor it
         // never saw comes out at a fraction of the level for 10-20 ms (a gap), so the second frame
         // of a longer hole is concealed too and the packet after it crossfaded in. Except after
@@ -423,8 +421,6 @@ public final class PlayoutBuffer {
             return true
         }
         conceal(Self.frameSamples)
-        framesSinceLoss = 0
-        missingFrames += 1
         state = .playing(next: next + Int64(Self.frameSamples), dryFrames: 0)
         return true
     }
@@ -475,7 +471,6 @@ public final class PlayoutBuffer {
             position += 1
         }
         expander.record(pcm[start...])
-        tailPeak = Self.peak(pcm.suffix(Self.spliceSamples))
     }
 
     /// Appends decoded (or FEC-recovered) samples: after a concealment run, they fade in under
@@ -547,14 +542,15 @@ public final class PlayoutBuffer {
         decoderNext = packet.timestamp + Int64(audio.samples.count)
         if missingFrames >= 2 { statistics.lossRuns += 1 }
         missingFrames = 0
-        if keep, dropIfQuiet, tailPeak <= Self.quietPeak, !expander.isConcealing,
-            Self.peak(audio.samples) <= Self.quietPeak
+        let peak = audio.samples.peakMagnitude
+        if keep, dropIfQuiet, !expander.isConcealing, peak <= PitchExpander.silencePeak,
+            expander.peakOfLast(Self.spliceSamples) <= PitchExpander.silencePeak
         {
             // Silence after silence, left out to bring the delay back: nothing to splice.
             return (audio.samples.count, false)
         }
         if keep {
-            if isOvershoot(audio.samples) {
+            if isOvershoot(peak: peak) {
                 conceal(audio.samples.count)
             } else {
                 appendDecoded(audio.samples)
@@ -573,19 +569,10 @@ public final class PlayoutBuffer {
         return (audio.samples.count, keep)
     }
 
-    /// The largest magnitude in `samples`.
-    static func peak(_ samples: some Collection<Int16>) -> Int32 {
-        var peak: Int32 = 0
-        for sample in samples { peak = max(peak, abs(Int32(sample))) }
-        return peak
-    }
-
     /// Rebuilds the `samples` before `next` from its FEC data (libopus conceals when it has none).
     private func recover(before next: Packet, samples: Int) {
         let size = samples - samples % 120
         guard size > 0 else { return }
-        framesSinceLoss = 0
-        missingFrames += 1
         guard Self.carriesFEC(next.frame), let audio = try? decoder.recoverLost(before: next.frame, samples: size)
         else {
             conceal(size)
@@ -593,7 +580,7 @@ public final class PlayoutBuffer {
         }
         decoderNext = next.timestamp
         statistics.fecRecovered += 1
-        if isOvershoot(audio.samples) {
+        if isOvershoot(peak: audio.samples.peakMagnitude) {
             conceal(audio.samples.count)
         } else {
             appendDecoded(audio.samples)
@@ -621,7 +608,7 @@ public final class PlayoutBuffer {
         framesSinceLoss = 0
     }
 
-    /// Whether `samples`, just decoded, are the decoder's error rather than the talker: within
+    /// Whether samples just decoded, whose loudest is `peak`, are the decoder's error rather than the talker: within
     /// `settlingFrames` after a loss, louder than half as loud again as the stream's recent peak
     /// (and than `overshootFloor`). After FEC at a sound's abrupt end, libopus 1.3's decoder
     /// turns the next packet, silence, into a low thump up to full scale (its gain state comes
@@ -629,9 +616,8 @@ public final class PlayoutBuffer {
     /// a beep's end); after a frame it never saw it can overshoot the same way. Such a frame is
     /// concealed instead, and the decoder, which has decoded it, settles by the next one. Other
     /// frames only feed the recent peak.
-    private func isOvershoot(_ samples: [Int16]) -> Bool {
-        var peak: Int32 = 0
-        for sample in samples { peak = max(peak, abs(Int32(sample))) }
+    private func isOvershoot(peak: Int16) -> Bool {
+        let peak = Int32(peak)
         guard framesSinceLoss < Self.settlingFrames else {
             recentPeak = max(peak, recentPeak - (recentPeak + 255) / 256)
             return false

@@ -23,6 +23,11 @@ import Testing
         return (Array(driver.output.joined()), buffer.statistics)
     }
 
+    /// The packet whose 20 ms hold track sample `sample` (counted before the phase is skipped).
+    static func packet(holding sample: Int, phase: Int = PlayoutDecoderStateTests.phase) -> Int {
+        (sample - phase) / 960
+    }
+
     /// The largest magnitude in `samples`.
     static func peak(_ samples: some Collection<Int16>) -> Int {
         samples.reduce(0) { max($0, abs(Int($1))) }
@@ -34,9 +39,8 @@ import Testing
     /// frame instead, so nothing is louder than the beep and nothing clicks.
     @Test func aSoundsEndRebuiltFromFECDoesNotThump() throws {
         let frames = try BeepTrack.encoded(count: 200, phase: Self.phase)
-        // Packet 184 carries the end of the 8th beep (its position in the track is 9,000 of 9,600).
-        let lost = 184
-        #expect((lost * 960 + Self.phase) % BeepTrack.periodSamples == 9_000)
+        // The packet that carries the end of the 8th beep and 7.5 ms of the silence after it.
+        let lost = Self.packet(holding: 7 * BeepTrack.periodSamples + BeepTrack.beepSamples - 1)
         let deliveries = frames.indices.map { index in
             Delivery(frame: frames[index], arrivalMilliseconds: index == lost ? nil : Double(index) * 20 + 40)
         }
@@ -57,9 +61,8 @@ import Testing
     @Test func aDecoderThatMissedASoundsStartIsGivenItFromFEC() throws {
         let phase = 840
         let frames = try BeepTrack.encoded(count: 160, phase: phase)
-        // Packet 124 carries the 6th beep's onset, 120 samples into it.
-        let lost = 124
-        #expect((lost * 960 + phase) % BeepTrack.periodSamples == 23_880)
+        // The packet that carries the 6th beep's onset, 120 samples into it.
+        let lost = Self.packet(holding: 5 * BeepTrack.periodSamples, phase: phase)
         let deliveries = frames.indices.map { index in
             let arrival = Double(index) * 20 + 40 + (index == lost + 1 ? 55 : 0)
             return Delivery(frame: frames[index], arrivalMilliseconds: index == lost ? nil : arrival)
@@ -117,7 +120,7 @@ import Testing
             // The beep it is in: its onset is heard less than 200 ms (the most delay) after the track's.
             let onset = try #require(analysis.onsets.last { $0 <= gap })
             let beep = (onset + phase) / BeepTrack.periodSamples
-            let firstFrame = (beep * BeepTrack.periodSamples - phase) / 960
+            let firstFrame = Self.packet(holding: beep * BeepTrack.periodSamples, phase: phase)
             let startLost = (firstFrame - 1...firstFrame + 2).contains { lost.contains($0) && lost.contains($0 + 1) }
             #expect(
                 startLost,
@@ -135,7 +138,7 @@ extension PlayoutDecoderStateTests {
     /// a sound that is ending fades out within 5 ms instead.
     @Test func aConcealmentAtASoundsEndFadesOutInsteadOfRinging() throws {
         let frames = try BeepTrack.encoded(count: 200, phase: Self.phase)
-        let end = 184
+        let end = Self.packet(holding: 7 * BeepTrack.periodSamples + BeepTrack.beepSamples - 1)
         let deliveries = frames.indices.map { index in
             Delivery(
                 frame: frames[index],
@@ -147,7 +150,7 @@ extension PlayoutDecoderStateTests {
         #expect(Self.peak(output) <= Int(BeepTrack.amplitude * 1.1), "\(statistics)")
         let analysis = BeepAnalysis(output)
         #expect(analysis.jumps.isEmpty, "\(statistics)")
-        // The 8th beep (its end was in packet 184) is heard for no more than 10 ms past its end.
+        // The 8th beep (its end was in packet `end`) is heard for no more than 10 ms past its end.
         let onset = try #require(analysis.onsets.first { $0 > 7 * BeepTrack.periodSamples - Self.phase })
         let lastLoud = try #require(
             output.indices.last { $0 < onset + BeepTrack.periodSamples / 2 && abs(Int(output[$0])) > 2_000 }
