@@ -11,6 +11,9 @@ public enum PulseStreamEvent: Sendable, Hashable {
     case interrupted(reason: String)
     /// The asked-for device is gone or refused: the stream goes on on the default device.
     case fellBackToDefault(missing: String)
+    /// A playback stream's server-side buffer changed size: grown after an underrun (the machine
+    /// stalled for longer than the buffer lasted), or shrunk back after a calm period.
+    case bufferResized(Duration)
 }
 
 /// The lifecycle shared by the microphone and the playback stream: create the stream when the
@@ -88,6 +91,14 @@ public class PulseStream: @unchecked Sendable {
     /// Pulse thread. Subclasses install their data callbacks.
     func makeStream(_ context: OpaquePointer, device: String?) -> OpaquePointer? { nil }
 
+    /// Reports `event` to ``events``; pulse thread.
+    func report(_ event: PulseStreamEvent) {
+        eventContinuation.yield(event)
+    }
+
+    /// Called when the stream runs (at start and after each recreation); pulse thread.
+    func streamDidStart(_ stream: OpaquePointer) {}
+
     /// Called after ``stop()``, off the pulse thread.
     func didStop() {}
 
@@ -130,6 +141,7 @@ public class PulseStream: @unchecked Sendable {
         case PA_STREAM_READY:
             phase = .running
             consecutiveFailures = 0
+            streamDidStart(stream)
             let name = pa_stream_get_device_name(stream).map { String(cString: $0) } ?? (requestedDevice ?? "default")
             eventContinuation.yield(.running(device: name))
         case PA_STREAM_FAILED, PA_STREAM_TERMINATED:

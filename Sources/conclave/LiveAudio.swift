@@ -52,7 +52,7 @@ enum LiveAudio {
         Task {
             for await event in events {
                 switch event {
-                case .running: continue
+                case .running, .bufferResized: continue
                 case .interrupted(let reason): note("microphone interrupted (\(reason)); reopening it")
                 case .fellBackToDefault(let missing): note("microphone \(missing) is gone: using the default source")
                 }

@@ -73,12 +73,22 @@ final class SpeakerOutput: CallMediaObserver {
         playback = PulsePlayback(connection: connection, sink: sink, channels: 1, renderer: renderer)
         let events = playback.events
         Task {
+            var buffer = PulsePlayback.defaultLatency
             for await event in events {
                 switch event {
                 case .running: continue
                 case .interrupted(let reason): LiveAudio.note("speaker interrupted (\(reason)); reopening it")
                 case .fellBackToDefault(let missing):
                     LiveAudio.note("speaker \(missing) is gone: using the default sink")
+                case .bufferResized(let size):
+                    let (from, to) = (buffer.wholeMilliseconds, size.wholeMilliseconds)
+                    let grew = size > buffer
+                    buffer = size
+                    LiveAudio.note(
+                        grew
+                            ? "speaker underran (the machine stalled for over \(from) ms): buffer now \(to) ms"
+                            : "speaker calm for 2 minutes: buffer back to \(to) ms"
+                    )
                 }
             }
         }

@@ -60,8 +60,13 @@ struct HeardParticipant: Encodable, Sendable, Hashable {
             + "\(underruns) underruns, delay \(delayMs) ms (target \(targetDelayMs) ms, jitter \(jitterMs) ms)"
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
+    private static func milliseconds(_ duration: Duration) -> Int { duration.wholeMilliseconds }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds, saturating (for lines and JSON).
+    var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
         guard !overflow else { return seconds < 0 ? Int.min : Int.max }
         return Int(clamping: whole) &+ Int(attoseconds / 1_000_000_000_000_000)
@@ -78,17 +83,32 @@ struct SpeakerFigures: Encodable, Sendable, Hashable {
     var deviceRestarts: Int
     /// Milliseconds of audio written to the device.
     var playedMs: Int
+    /// The device's buffer now, in milliseconds (grown after underruns).
+    var bufferMs: Int
+    /// Times the device's buffer grew after an underrun.
+    var bufferGrowths: Int
+    /// The longest the device's request took to render, in milliseconds.
+    var longestRenderMs: Int
+    /// The longest time between two of the device's requests, in milliseconds (about 10 when
+    /// all is well; an underrun after a long one is the machine, not the renderer).
+    var longestWaitMs: Int
 
     init(participants: [HeardParticipant], device: PulsePlaybackStatistics) {
         self.participants = participants.sorted { $0.feed < $1.feed }
         deviceUnderruns = device.underruns
         deviceRestarts = device.restarts
         playedMs = device.rendered / (CallAudioPlayout.sampleRate / 1000)
+        bufferMs = device.buffer.wholeMilliseconds
+        bufferGrowths = device.bufferGrowths
+        longestRenderMs = device.longestRender.wholeMilliseconds
+        longestWaitMs = device.longestWait.wholeMilliseconds
     }
 
     /// The device's closing line.
     var deviceLine: String {
-        "speaker: \(playedMs) ms played, \(deviceUnderruns) device underruns, \(deviceRestarts) restarts"
+        "speaker: \(playedMs) ms played, \(deviceUnderruns) device underruns, \(deviceRestarts) restarts, "
+            + "buffer \(bufferMs) ms (grew \(bufferGrowths) times), longest render \(longestRenderMs) ms, "
+            + "longest wait between requests \(longestWaitMs) ms"
     }
 
     /// What `join` prints when it leaves: one line per participant heard, then the device's.

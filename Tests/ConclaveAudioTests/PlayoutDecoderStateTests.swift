@@ -158,3 +158,31 @@ extension PlayoutDecoderStateTests {
         #expect(lastLoud - onset <= BeepTrack.beepSamples + 480, "\(statistics)")
     }
 }
+
+extension PlayoutDecoderStateTests {
+    /// Two packets in a row lost inside a beep, at several places and phases: the first is
+    /// concealed, the second rebuilt into the decoder from the third's FEC before the third is
+    /// decoded. No 5 ms of the beep falls below 4,000 (half its level) and nothing clicks: the
+    /// 10-16 ms dips `bench/devices/loss` once heard at loss runs are not this.
+    @Test(arguments: [0, 360, 840], [2, 4, 6])
+    func twoPacketsLostInsideABeepAreBridged(phase: Int, offset: Int) throws {
+        let frames = try BeepTrack.encoded(count: 200, phase: phase)
+        let first = Self.packet(holding: 7 * BeepTrack.periodSamples, phase: phase) + offset
+        let deliveries = frames.indices.map { index in
+            Delivery(
+                frame: frames[index],
+                arrivalMilliseconds: (first...first + 1).contains(index) ? nil : Double(index) * 20 + 40
+            )
+        }
+        let (output, statistics) = try Self.play(deliveries)
+        #expect(statistics.lossRuns == 1, "\(statistics)")
+        let analysis = BeepAnalysis(output)
+        #expect(analysis.jumps.isEmpty, "\(statistics)")
+        #expect(analysis.gaps.isEmpty, "\(statistics)")
+        // The 8th beep, as heard, 5 ms at a time.
+        let onset = try #require(analysis.onsets.first { $0 > 7 * BeepTrack.periodSamples - phase - 2_400 })
+        for start in stride(from: onset + 240, to: onset + BeepTrack.beepSamples - 480, by: 240) {
+            #expect(Self.peak(output[start..<(start + 240)]) >= 4_000, "at \(start - onset): \(statistics)")
+        }
+    }
+}

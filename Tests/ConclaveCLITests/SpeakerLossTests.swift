@@ -110,6 +110,7 @@ import Testing
         }
         let device = lines.filter { $0.hasPrefix("speaker: ") }
         #expect(device.count == 1 && device.first?.contains(" device underruns, ") == true, "\(device)")
+        #expect(device.first?.contains(", longest wait between requests ") == true, "\(device)")
         let status = Self.heard(bob, from: "alice")
         #expect(status?["concealed"] is Int && status?["underruns"] as? Int == 0, "\(String(describing: status))")
     }

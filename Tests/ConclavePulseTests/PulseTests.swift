@@ -121,6 +121,42 @@ import Testing
         #expect(playback.statistics.rendered > 0)
     }
 
+    @Test func aStallLongerThanTheBufferGrowsItAndTheServerGrantsIt() async throws {
+        let server = try TestPulseServer(sinks: ["speaker", "mic"])
+        let connection = try await PulseConnection.connect(server: server.serverAddress)
+        defer { connection.close() }
+        let renderer = StallingRenderer(for: .milliseconds(200))
+        let playback = PulsePlayback(connection: connection, sink: "speaker", renderer: renderer)
+        defer { playback.stop() }
+        let events = playback.events
+
+        let running = await nextEvent(of: events, within: .seconds(20)) {
+            if case .running = $0 { true } else { false }
+        }
+        #expect(running != nil, "the stream never ran")
+        let before = playback.statistics
+        #expect(before.buffer == .milliseconds(40), "\(before)")
+        #expect(before.serverQueue > .zero, "\(before)")
+        // The pulse thread stops for 200 ms, as on a machine that stalls: the 40 ms queued on the
+        // server run out.
+        renderer.arm()
+        let resized = await nextEvent(of: events, within: .seconds(20)) {
+            if case .bufferResized = $0 { true } else { false }
+        }
+        let after = playback.statistics
+        #expect(renderer.stalled)
+        #expect(after.underruns >= 1, "\(after)")
+        #expect(after.bufferGrowths == 1, "\(after)")
+        #expect(resized == .bufferResized(.milliseconds(60)), "\(after)")
+        #expect(after.buffer == .milliseconds(60), "\(after)")
+        // The server's reply: it queues more for the stream than before.
+        #expect(after.serverQueue > before.serverQueue, "before \(before), after \(after)")
+        // And it plays on.
+        let recording = try server.record("speaker.monitor")
+        defer { recording.stop() }
+        #expect(try heardBeeps(recording, within: 10), "no beeps after the stall")
+    }
+
     @Test func playbackResumesAfterTheServerIsKilledAndRestarted() async throws {
         let server = try TestPulseServer(sinks: ["speaker", "mic"])
         let connection = try await PulseConnection.connect(server: server.serverAddress)
@@ -243,6 +279,27 @@ import Testing
                 }
             }
             return true
+        }
+    }
+
+    /// The first event of `events` matching `wanted`, nil if none came within `limit`.
+    private func nextEvent(
+        of events: AsyncStream<PulseStreamEvent>,
+        within limit: Duration,
+        where wanted: @escaping @Sendable (PulseStreamEvent) -> Bool
+    ) async -> PulseStreamEvent? {
+        await withTaskGroup(of: PulseStreamEvent?.self) { group in
+            group.addTask {
+                for await event in events where wanted(event) { return event }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 
