@@ -80,7 +80,8 @@ public struct PlayoutStatistics: Sendable, Hashable {
 /// seconds, plus one frame of margin, is the target delay (bounded by the configuration). The
 /// current delay is how long after the fastest packets the frame being played is heard. Playback
 /// starts (and restarts after DTX or an outage) at the target delay; while playing, a delay more
-/// than two frames above the target drops a frame per pull, and one below it inserts a concealed
+/// than two frames above the target drops a frame of silence (of sound only when more than four
+/// frames above), and one below it inserts a concealed
 /// frame, so a delay grown by an underrun or a burst returns to the target instead of staying.
 /// Keeping the delay at or above the target (the peak plus one frame) also means that when a
 /// packet is lost, the one after it is usually there already, with the FEC that rebuilds it.
@@ -123,6 +124,9 @@ public final class PlayoutBuffer {
     /// is left out to bring it back (1 s: longer than the delay's own wobble as the fastest
     /// transit's window moves on).
     static let excessPatience: Int64 = samplesPerSecond
+    /// Frames above the target (4, 80 ms) past which a frame of sound is dropped rather than
+    /// waiting for silence: a burst after an outage comes back at once.
+    static let urgentExcessFrames = 4
 
     private enum State {
         /// No playhead: before the first packet, after a reset or a long gap.
@@ -173,6 +177,9 @@ public final class PlayoutBuffer {
     /// Since when (on the clock of `clock(_:)`) the delay has been more than a frame above its
     /// target; nil while it is not.
     private var excessSince: Int64?
+    /// Since when the delay has been more than two frames above its target (a frame must go,
+    /// silence preferred); nil while it is not.
+    private var dropDueSince: Int64?
     /// The decaying peak of the frames decoded outside `settlingFrames` after a loss: how loud
     /// this stream has been.
     private var recentPeak: Int32 = 0
@@ -280,6 +287,7 @@ public final class PlayoutBuffer {
         peakExcess = 0
         decoderNext = nil
         excessSince = nil
+        dropDueSince = nil
         state = .waiting
     }
 
@@ -364,7 +372,19 @@ public final class PlayoutBuffer {
         if gap <= 0 {
             // The very packet the buffer ran dry waiting for: it came late, not lost.
             if dryFrames > 0 { statistics.underruns += 1 }
-            if delay > targetDelay + 2 * Int64(Self.frameSamples), queue.count > 1 {
+            // More than two frames above the target, a frame goes: silence when the next one is
+            // silent (below), sound only when the delay is more than `urgentExcessFrames` above
+            // or no silence came for `2 * excessPatience` since the drop fell due. A dropped
+            // frame of sound is 20 ms of what someone said (`bench/devices/loss` heard a beep
+            // 20 ms short), and a talker pauses within a second or two.
+            let aboveTarget = delay &- targetDelay
+            let dropDue = aboveTarget > 2 * Int64(Self.frameSamples)
+            dropDueSince = dropDue ? dropDueSince ?? now : nil
+            let mustDrop =
+                dropDue
+                && (aboveTarget > Int64(Self.urgentExcessFrames * Self.frameSamples)
+                    || dropDueSince.map { now &- $0 >= 2 * Self.excessPatience } ?? false)
+            if mustDrop, queue.count > 1 {
                 // Decoded, so the decoder's state stays continuous, but not played.
                 queue.removeFirst()
                 let samples = decode(head, keep: false)?.samples
@@ -379,7 +399,7 @@ public final class PlayoutBuffer {
             }
             queue.removeFirst()
             // A delay more than a frame above the target (grown by an underrun, a late packet or a
-            // concealed frame) is below the two frames that drop sound, and would stay for the
+            // concealed frame) is below the two frames that make a drop due, and would stay for the
             // whole call: after a second of it, it comes back in a pause, where a frame of silence
             // is left out. Not within `lossMemory` of a loss: there the frame is the room the
             // packet after a lost one needs to be there for its FEC (taken back every second, it
@@ -390,7 +410,9 @@ public final class PlayoutBuffer {
                 excessSince = nil
             }
             let dropIfQuiet =
-                !lossIsRecent && !queue.isEmpty && excessSince.map { now &- $0 >= Self.excessPatience } ?? false
+                !queue.isEmpty
+                && (dropDue
+                    || !lossIsRecent && excessSince.map { now &- $0 >= Self.excessPatience } ?? false)
             let decoded = decode(head, keep: true, dropIfQuiet: dropIfQuiet)
             if let decoded {
                 if decoded.played {

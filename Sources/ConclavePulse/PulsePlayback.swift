@@ -68,8 +68,10 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     private let bufferMicroseconds = Atomic<Int>(0)
     private let queueMicroseconds = Atomic<Int>(0)
     private let growthCount = Atomic<Int>(0)
-    /// When the server last asked for data; pulse thread only (nil after a (re)start).
+    /// When the server last asked for data, once it has started playing the stream (before, it
+    /// waits for its first buffer to fill, which is no stall); pulse thread only.
     private var lastRequest: ContinuousClock.Instant?
+    private var playing = false
     private let longestRenderMicroseconds = Atomic<Int>(0)
     private let longestWaitMicroseconds = Atomic<Int>(0)
 
@@ -113,6 +115,8 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         pa_stream_set_write_callback(stream, playbackWritable, me)
         pa_stream_set_underflow_callback(stream, playbackUnderflow, me)
+        pa_stream_set_started_callback(stream, playbackStarted, me)
+        playing = false
         var attributes = bufferAttributes(bufferSize.current)
         guard pa_stream_connect_playback(stream, device, &attributes, PA_STREAM_ADJUST_LATENCY, nil, nil) == 0 else {
             pa_stream_unref(stream)
@@ -124,7 +128,9 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     /// Renders `bytes` for the server; pulse thread.
     fileprivate func write(_ stream: OpaquePointer, bytes: Int) {
         let now = ContinuousClock.now
-        if let lastRequest { longestWaitMicroseconds.max(Self.microseconds(now - lastRequest), ordering: .relaxed) }
+        if playing, let lastRequest {
+            longestWaitMicroseconds.max(Self.microseconds(now - lastRequest), ordering: .relaxed)
+        }
         lastRequest = now
         defer { longestRenderMicroseconds.max(Self.microseconds(.now - now), ordering: .relaxed) }
         if let smaller = bufferSize.elapsed(to: now) { resize(stream, to: smaller) }
@@ -148,6 +154,9 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
             remaining -= size
         }
     }
+
+    /// The server started playing the stream (at first, and after an underrun once refilled).
+    fileprivate func started() { playing = true }
 
     fileprivate func underflow(_ stream: OpaquePointer) {
         underrunCount.add(1, ordering: .relaxed)
@@ -215,6 +224,12 @@ private func playbackWritable(_ stream: OpaquePointer?, _ bytes: Int, _ userdata
 private func playbackResized(_ stream: OpaquePointer?, _ success: Int32, _ userdata: UnsafeMutableRawPointer?) {
     guard let stream, let userdata, success != 0 else { return }
     Unmanaged<PulsePlayback>.fromOpaque(userdata).takeUnretainedValue().accepted(stream)
+}
+
+/// `pa_stream_notify_cb_t` for the start of playback.
+private func playbackStarted(_ stream: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?) {
+    guard let userdata else { return }
+    Unmanaged<PulsePlayback>.fromOpaque(userdata).takeUnretainedValue().started()
 }
 
 /// `pa_stream_notify_cb_t` for underflows.

@@ -128,6 +128,7 @@ public class PulseStream: @unchecked Sendable {
         pa_stream_set_read_callback(stream, nil, nil)
         pa_stream_set_write_callback(stream, nil, nil)
         pa_stream_set_underflow_callback(stream, nil, nil)
+        pa_stream_set_started_callback(stream, nil, nil)
         if pa_stream_get_state(stream) == PA_STREAM_READY || pa_stream_get_state(stream) == PA_STREAM_CREATING {
             pa_stream_disconnect(stream)
         }

@@ -46,6 +46,9 @@ struct BeepAnalysis {
     var gaps: [Int] = []
     /// Beep onsets found.
     var onsets: [Int] = []
+    /// How long each beep was heard, in samples: from its onset to its last sample above a
+    /// quarter of the amplitude before the next onset (the bench's "short" beeps).
+    var lengths: [Int] = []
 
     init(_ samples: [Int16], jumpLimit: Int = 3_000) {
         let quiet = 2_000
@@ -64,7 +67,10 @@ struct BeepAnalysis {
                 last = index
             }
         }
-        for onset in onsets {
+        for (index, onset) in onsets.enumerated() {
+            let limit = index + 1 < onsets.count ? onsets[index + 1] : samples.count
+            let last = samples[onset..<limit].lastIndex { abs(Int($0)) > quiet } ?? onset
+            lengths.append(last - onset + 1)
             var run = 0
             var window = onset
             while window + 48 <= min(samples.count, onset + BeepTrack.beepSamples - 960) {

@@ -186,3 +186,47 @@ extension PlayoutDecoderStateTests {
         }
     }
 }
+
+extension PlayoutDecoderStateTests {
+    /// The network holds every packet for 60 ms (a stall), at places that sweep a beep period,
+    /// in a call that loses a packet every two seconds (in the pauses, where it costs nothing):
+    /// the held packets raise the target delay, and as it decays over the next seconds the
+    /// buffer is left frames above it, with a loss too recent for the frame of slack to be
+    /// given back in a pause. The frames that bring the delay back are silence from the pauses,
+    /// not sound: every beep is heard whole (a frame dropped from a beep cut it by 20 ms;
+    /// `bench/devices/loss` heard one that lost its start).
+    @Test(arguments: [0, 360])
+    func framesDroppedAfterAStallAreSilenceNotSound(phase: Int) throws {
+        let frames = try BeepTrack.encoded(count: 500, phase: phase)
+        // A packet in the middle of every fourth pause.
+        let pauseMiddle = (BeepTrack.beepSamples + BeepTrack.periodSamples) / 2
+        let lost = Set(
+            stride(from: 0, to: 20, by: 4).map {
+                Self.packet(holding: $0 * BeepTrack.periodSamples + pauseMiddle, phase: phase)
+            }
+        )
+        var dropped = 0
+        for stallStart in stride(from: 0, to: 500, by: 40) {
+            let start = Double(100 * 20 + 40 + stallStart)
+            let deliveries = frames.indices.map { index in
+                let nominal = Double(index) * 20 + 40
+                let arrival = nominal >= start && nominal < start + 60 ? start + 60 : nominal
+                return Delivery(frame: frames[index], arrivalMilliseconds: lost.contains(index) ? nil : arrival)
+            }
+            let (output, statistics) = try Self.play(deliveries)
+            dropped += statistics.dropped
+            let analysis = BeepAnalysis(output)
+            #expect(analysis.jumps.isEmpty, "stall at \(stallStart) ms into a beep: \(statistics)")
+            let lastOnset = analysis.onsets.last ?? output.count
+            #expect(
+                analysis.gaps.allSatisfy { $0 > lastOnset },
+                "gaps at \(analysis.gaps), stall at \(stallStart) ms: \(statistics)"
+            )
+            // Every beep but the last (cut by the end of the output) lasts its 200 ms or more
+            // (a concealment may lengthen the one the stall hit).
+            let short = analysis.lengths.dropLast().filter { $0 < BeepTrack.beepSamples - 480 }
+            #expect(short.isEmpty, "stall at \(stallStart) ms: beeps of \(short) samples, \(statistics)")
+        }
+        #expect(dropped > 0, "no stall left the delay above its target")
+    }
+}

@@ -147,6 +147,9 @@ import Testing
         #expect(renderer.stalled)
         #expect(after.underruns >= 1, "\(after)")
         #expect(after.bufferGrowths == 1, "\(after)")
+        // The stall, as the device's figures tell it: a render as long, and a wait as long.
+        #expect(after.longestRender >= .milliseconds(190), "\(after)")
+        #expect(after.longestWait >= .milliseconds(190), "\(after)")
         #expect(resized == .bufferResized(.milliseconds(60)), "\(after)")
         #expect(after.buffer == .milliseconds(60), "\(after)")
         // The server's reply: it queues more for the stream than before.
