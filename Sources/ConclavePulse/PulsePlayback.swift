@@ -68,10 +68,12 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     private let bufferMicroseconds = Atomic<Int>(0)
     private let queueMicroseconds = Atomic<Int>(0)
     private let growthCount = Atomic<Int>(0)
-    /// When the server last asked for data, once it has started playing the stream (before, it
-    /// waits for its first buffer to fill, which is no stall); pulse thread only.
+    /// When the server last asked for data; pulse thread only.
     private var lastRequest: ContinuousClock.Instant?
-    private var playing = false
+    /// Requests since the server started playing the stream: the waits of its first second (the
+    /// server fills its own buffers and wakes the sink, and waits of up to 1.8 s were seen there
+    /// with nothing to hear) are no stall.
+    private var requestsPlaying = 0
     private let longestRenderMicroseconds = Atomic<Int>(0)
     private let longestWaitMicroseconds = Atomic<Int>(0)
 
@@ -116,7 +118,7 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
         pa_stream_set_write_callback(stream, playbackWritable, me)
         pa_stream_set_underflow_callback(stream, playbackUnderflow, me)
         pa_stream_set_started_callback(stream, playbackStarted, me)
-        playing = false
+        requestsPlaying = 0
         var attributes = bufferAttributes(bufferSize.current)
         guard pa_stream_connect_playback(stream, device, &attributes, PA_STREAM_ADJUST_LATENCY, nil, nil) == 0 else {
             pa_stream_unref(stream)
@@ -128,9 +130,10 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     /// Renders `bytes` for the server; pulse thread.
     fileprivate func write(_ stream: OpaquePointer, bytes: Int) {
         let now = ContinuousClock.now
-        if playing, let lastRequest {
+        if requestsPlaying > Self.settlingRequests, let lastRequest {
             longestWaitMicroseconds.max(Self.microseconds(now - lastRequest), ordering: .relaxed)
         }
+        if requestsPlaying > 0, requestsPlaying <= Self.settlingRequests { requestsPlaying += 1 }
         lastRequest = now
         defer { longestRenderMicroseconds.max(Self.microseconds(.now - now), ordering: .relaxed) }
         if let smaller = bufferSize.elapsed(to: now) { resize(stream, to: smaller) }
@@ -156,7 +159,12 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     }
 
     /// The server started playing the stream (at first, and after an underrun once refilled).
-    fileprivate func started() { playing = true }
+    fileprivate func started() {
+        if requestsPlaying == 0 { requestsPlaying = 1 }
+    }
+
+    /// Requests (about 10 ms apart) after the start whose waits are not counted: a second's.
+    static let settlingRequests = 100
 
     fileprivate func underflow(_ stream: OpaquePointer) {
         underrunCount.add(1, ordering: .relaxed)

@@ -14,27 +14,27 @@ final class BeepRenderer: PlaybackRenderer {
     }
 }
 
-/// The beep track, with the pulse thread blocked once for `stall` after ``arm()``: a machine that
-/// stalls longer than the speaker's buffer lasts.
+/// The beep track, with the pulse thread blocked once for `stall` after `samples` samples were
+/// rendered: a machine that stalls longer than the speaker's buffer lasts.
 final class StallingRenderer: PlaybackRenderer {
     private let beeps = BeepRenderer()
+    private let stallAfter: Int
     private let stall: Duration
-    private let armed = Atomic<Bool>(false)
+    private let rendered = Atomic<Int>(0)
     private let hasStalled = Atomic<Bool>(false)
 
-    init(for stall: Duration) {
+    init(after samples: Int, for stall: Duration) {
+        stallAfter = samples
         self.stall = stall
     }
-
-    /// Makes the next render stall.
-    func arm() { armed.store(true, ordering: .relaxed) }
 
     /// Whether the stall happened.
     var stalled: Bool { hasStalled.load(ordering: .relaxed) }
 
     func render(into buffer: UnsafeMutableBufferPointer<Int16>) {
         beeps.render(into: buffer)
-        if armed.load(ordering: .relaxed), !hasStalled.exchange(true, ordering: .relaxed) {
+        let total = rendered.add(buffer.count, ordering: .relaxed).newValue
+        if total >= stallAfter, !hasStalled.exchange(true, ordering: .relaxed) {
             let (seconds, attoseconds) = stall.components
             Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
         }

@@ -125,7 +125,9 @@ import Testing
         let server = try TestPulseServer(sinks: ["speaker", "mic"])
         let connection = try await PulseConnection.connect(server: server.serverAddress)
         defer { connection.close() }
-        let renderer = StallingRenderer(for: .milliseconds(200))
+        // The pulse thread stops for 200 ms after two seconds of playing, as on a machine that
+        // stalls: the 40 ms queued on the server run out.
+        let renderer = StallingRenderer(after: 2 * Beeps.sampleRate, for: .milliseconds(200))
         let playback = PulsePlayback(connection: connection, sink: "speaker", renderer: renderer)
         defer { playback.stop() }
         let events = playback.events
@@ -137,9 +139,6 @@ import Testing
         let before = playback.statistics
         #expect(before.buffer == .milliseconds(40), "\(before)")
         #expect(before.serverQueue > .zero, "\(before)")
-        // The pulse thread stops for 200 ms, as on a machine that stalls: the 40 ms queued on the
-        // server run out.
-        renderer.arm()
         let resized = await nextEvent(of: events, within: .seconds(20)) {
             if case .bufferResized = $0 { true } else { false }
         }
