@@ -1,4 +1,5 @@
 internal import CPulse
+internal import ConclaveCore
 import Synchronization
 
 /// What fills the speaker: asked on the pulse thread for exactly the samples the server wants.
@@ -70,10 +71,10 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     private let growthCount = Atomic<Int>(0)
     /// When the server last asked for data; pulse thread only.
     private var lastRequest: ContinuousClock.Instant?
-    /// Requests since the server started playing the stream: the waits of its first second (the
-    /// server fills its own buffers and wakes the sink, and waits of up to 1.8 s were seen there
-    /// with nothing to hear) are no stall.
-    private var requestsPlaying = 0
+    /// From when waits between requests count: a second after the server started playing the
+    /// stream, since in that second it fills its own buffers and wakes the sink (waits of up to
+    /// 1.8 s were seen there with nothing to hear). Nil until it starts; pulse thread only.
+    private var waitsCountFrom: ContinuousClock.Instant?
     private let longestRenderMicroseconds = Atomic<Int>(0)
     private let longestWaitMicroseconds = Atomic<Int>(0)
 
@@ -118,7 +119,7 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
         pa_stream_set_write_callback(stream, playbackWritable, me)
         pa_stream_set_underflow_callback(stream, playbackUnderflow, me)
         pa_stream_set_started_callback(stream, playbackStarted, me)
-        requestsPlaying = 0
+        waitsCountFrom = nil
         var attributes = bufferAttributes(bufferSize.current)
         guard pa_stream_connect_playback(stream, device, &attributes, PA_STREAM_ADJUST_LATENCY, nil, nil) == 0 else {
             pa_stream_unref(stream)
@@ -130,10 +131,9 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     /// Renders `bytes` for the server; pulse thread.
     fileprivate func write(_ stream: OpaquePointer, bytes: Int) {
         let now = ContinuousClock.now
-        if requestsPlaying > Self.settlingRequests, let lastRequest {
+        if let waitsCountFrom, now >= waitsCountFrom, let lastRequest {
             longestWaitMicroseconds.max(Self.microseconds(now - lastRequest), ordering: .relaxed)
         }
-        if requestsPlaying > 0, requestsPlaying <= Self.settlingRequests { requestsPlaying += 1 }
         lastRequest = now
         defer { longestRenderMicroseconds.max(Self.microseconds(.now - now), ordering: .relaxed) }
         if let smaller = bufferSize.elapsed(to: now) { resize(stream, to: smaller) }
@@ -160,11 +160,8 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
 
     /// The server started playing the stream (at first, and after an underrun once refilled).
     fileprivate func started() {
-        if requestsPlaying == 0 { requestsPlaying = 1 }
+        if waitsCountFrom == nil { waitsCountFrom = .now + .seconds(1) }
     }
-
-    /// Requests (about 10 ms apart) after the start whose waits are not counted: a second's.
-    static let settlingRequests = 100
 
     fileprivate func underflow(_ stream: OpaquePointer) {
         underrunCount.add(1, ordering: .relaxed)
@@ -193,7 +190,6 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
     /// back from the server's reply); pulse thread. A change of the latency is reported.
     fileprivate func accepted(_ stream: OpaquePointer) {
         if let attributes = pa_stream_get_buffer_attr(stream) {
-            let bytesPerMillisecond = 48 * 2 * channels
             queueMicroseconds.store(Int(attributes.pointee.tlength) * 1000 / bytesPerMillisecond, ordering: .relaxed)
         }
         let size = Self.microseconds(bufferSize.current)
@@ -203,8 +199,7 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
 
     /// The attributes of a buffer of `size`: the server asks for more once 10 ms have played.
     private func bufferAttributes(_ size: Duration) -> pa_buffer_attr {
-        let bytesPerMillisecond = 48 * 2 * channels
-        let milliseconds = Self.microseconds(size) / 1000
+        let milliseconds = Int(size.ticks(clockRate: 1000))
         return pa_buffer_attr(
             maxlength: UInt32.max,
             tlength: UInt32(clamping: max(10, milliseconds) * bytesPerMillisecond),
@@ -214,10 +209,10 @@ public final class PulsePlayback: PulseStream, @unchecked Sendable {
         )
     }
 
-    private static func microseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return Int(clamping: seconds) &* 1_000_000 &+ Int(attoseconds / 1_000_000_000_000)
-    }
+    /// Bytes of a millisecond of the stream's 48 kHz s16 samples.
+    private var bytesPerMillisecond: Int { 48 * 2 * channels }
+
+    private static func microseconds(_ duration: Duration) -> Int { Int(duration.ticks(clockRate: 1_000_000)) }
 }
 
 /// `pa_stream_request_cb_t`: `void (*)(pa_stream *s, size_t nbytes, void *userdata)`; userdata is

@@ -72,8 +72,9 @@ final class SpeakerOutput: CallMediaObserver {
         renderer = SpeakerRenderer(playout: playout, echo: echo, speakerChanged: speakerChanged)
         playback = PulsePlayback(connection: connection, sink: sink, channels: 1, renderer: renderer)
         let events = playback.events
+        let startingBuffer = playback.targetLatency
         Task {
-            var buffer = PulsePlayback.defaultLatency
+            var buffer = startingBuffer
             for await event in events {
                 switch event {
                 case .running: continue

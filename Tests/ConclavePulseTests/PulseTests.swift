@@ -290,19 +290,10 @@ import Testing
         within limit: Duration,
         where wanted: @escaping @Sendable (PulseStreamEvent) -> Bool
     ) async -> PulseStreamEvent? {
-        await withTaskGroup(of: PulseStreamEvent?.self) { group in
-            group.addTask {
-                for await event in events where wanted(event) { return event }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        await firstWithin(limit) {
+            for await event in events where wanted(event) { return event }
+            return nil
+        } ?? nil
     }
 
     private func heardBeeps(_ recording: PulseRecording, within seconds: Int) throws -> Bool {
